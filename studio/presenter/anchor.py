@@ -1,0 +1,341 @@
+"""Anchor pack: everything the renderer needs from one portrait, built once and cached by image content.
+
+A pack holds the framed head-and-shoulders image, its 478 landmarks, a triangle mesh over the landmarks plus a fixed
+outer frame (eye and mouth holes filled), the person mask, an inpainted background plate and the colours of the mouth
+interior (teeth, cavity, tongue) that suit this face.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from studio.errors import AnchorError
+from studio.paths import cache_dir
+from studio.presenter import landmarks as lm
+
+log = logging.getLogger(__name__)
+
+ANCHOR_FORMAT_VERSION = 4
+DEFAULT_ANCHOR_NAME = "Astronaut (default)"
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class AnchorSettings:
+    """How a portrait is framed and stored."""
+
+    face_width_frac: float = 0.36  # face width (cheek to cheek) as a fraction of the framed square
+    eye_line_frac: float = 0.40  # height of the eye line from the top, as a fraction of the square
+    min_side_px: int = 512  # small crops are upscaled (Lanczos) to at least this
+    max_side_px: int = 1024  # large crops are downscaled to at most this
+    use_cache: bool = True
+
+
+@dataclass(frozen=True)
+class MouthMaterial:
+    """Colours (RGB 0..1) for the synthesized mouth interior, taken from this face."""
+
+    teeth_rgb: tuple[float, float, float]
+    cavity_rgb: tuple[float, float, float]
+    tongue_rgb: tuple[float, float, float]
+    lip_rgb: tuple[float, float, float]
+    teeth_from_photo: bool  # True when the photo shows teeth and their colour was measured
+
+
+@dataclass(frozen=True)
+class AnchorPack:
+    name: str
+    key: str  # content hash of the source image + framing settings
+    image: np.ndarray  # S x S x 3 uint8 RGB, framed
+    render_image: np.ndarray  # S x S x 3 uint8, the framed image with the open mouth's gap filled with lip (for warping)
+    landmarks: np.ndarray  # 478 x 3 float32 (x, y pixels; z pixels, smaller = nearer)
+    frame_points: np.ndarray  # K x 2 float32, outer frame vertices (pixels)
+    frame_head_weight: np.ndarray  # K float32, share of the head motion each frame vertex follows (0 = fixed)
+    triangles: np.ndarray  # M x 3 int32 into [landmarks; frame_points]
+    mask: np.ndarray  # S x S float32 0..1, person
+    background: np.ndarray  # S x S x 3 uint8, the scene with the person inpainted away
+    mouth: MouthMaterial
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def size_px(self) -> int:
+        return int(self.image.shape[0])
+
+    @property
+    def face_width_px(self) -> float:
+        return float(np.linalg.norm(self.landmarks[lm.CHEEK_LEFT, :2] - self.landmarks[lm.CHEEK_RIGHT, :2]))
+
+    @property
+    def face_height_px(self) -> float:
+        return float(np.linalg.norm(self.landmarks[lm.FOREHEAD_TOP, :2] - self.landmarks[lm.CHIN, :2]))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# loading
+
+def default_portrait() -> np.ndarray:
+    """The built-in anchor: NASA's astronaut portrait (public domain) from the scikit-image wheel."""
+    from skimage import data
+
+    return np.ascontiguousarray(data.astronaut()[:, :, :3])
+
+
+def load_image(path: Path | str) -> np.ndarray:
+    """Read a portrait file as H x W x 3 uint8 RGB (EXIF orientation applied)."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    path = Path(path)
+    if not path.exists():
+        raise AnchorError(f"Portrait not found: {path}. Check the path or pick another image.")
+    if path.is_dir():
+        raise AnchorError(f"{path} is a folder: pick an image file (JPEG or PNG).")
+    try:
+        with Image.open(path) as im:
+            im = ImageOps.exif_transpose(im)
+            rgb = np.asarray(im.convert("RGB"))
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise AnchorError(f"Cannot read {path.name} as an image: use a JPEG or PNG portrait.") from exc
+    if rgb.shape[0] < 64 or rgb.shape[1] < 64:
+        raise AnchorError(f"{path.name} is only {rgb.shape[1]}x{rgb.shape[0]} pixels: use a portrait of at least 256 px.")
+    return rgb
+
+
+def _content_key(image: np.ndarray, settings: AnchorSettings) -> str:
+    h = hashlib.sha256()
+    h.update(f"v{ANCHOR_FORMAT_VERSION}|{image.shape}|".encode())
+    h.update(repr(sorted(asdict(settings).items())).encode())
+    h.update(np.ascontiguousarray(image).tobytes())
+    return h.hexdigest()[:24]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# building
+
+def _frame_crop(image: np.ndarray, pts: np.ndarray, settings: AnchorSettings) -> tuple[int, int, int]:
+    """Square head-and-shoulders crop (x0, y0, side) inside the image around the detected face."""
+    h, w = image.shape[:2]
+    face_w = float(np.linalg.norm(pts[lm.CHEEK_LEFT, :2] - pts[lm.CHEEK_RIGHT, :2]))
+    side = int(round(face_w / settings.face_width_frac))
+    side = max(64, min(side, h, w))
+    eyes = pts[list(lm.LEFT_EYE_UPPER + lm.RIGHT_EYE_UPPER), :2].mean(axis=0)
+    face_cx = float(pts[list(lm.FACE_OVAL), 0].mean())
+    x0 = int(round(face_cx - side / 2))
+    y0 = int(round(eyes[1] - settings.eye_line_frac * side))
+    x0 = min(max(x0, 0), w - side)
+    y0 = min(max(y0, 0), h - side)
+    return x0, y0, side
+
+
+def _resize(image: np.ndarray, side: int) -> np.ndarray:
+    from PIL import Image
+
+    if image.shape[0] == side and image.shape[1] == side:
+        return image
+    return np.asarray(Image.fromarray(image).resize((side, side), Image.LANCZOS))
+
+
+def _frame_vertices(pts: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Outer frame: rings around the face (hair and neck follow the head, with falloff) and the fixed image border."""
+    oval = pts[list(lm.FACE_OVAL), :2]
+    centre = oval.mean(axis=0)
+    face_h = float(np.linalg.norm(pts[lm.FOREHEAD_TOP, :2] - pts[lm.CHIN, :2]))
+    chin_y = float(pts[lm.CHIN, 1])
+    verts, weights = [], []
+    for scale, weight in ((1.28, 1.0), (1.65, 0.55), (2.2, 0.15)):
+        ring = centre + (oval[::2] - centre) * scale
+        below = np.clip((ring[:, 1] - chin_y) / (0.6 * face_h), 0.0, 1.0)
+        ring_w = weight * (1.0 - 0.8 * below)  # the neck follows the head less the lower it is
+        verts.append(ring)
+        weights.append(ring_w)
+    n_side = 8
+    t = np.linspace(0.0, side - 1.0, n_side + 1)
+    border = np.concatenate([
+        np.stack([t, np.zeros_like(t)], 1), np.stack([t, np.full_like(t, side - 1.0)], 1),
+        np.stack([np.zeros_like(t[1:-1]), t[1:-1]], 1), np.stack([np.full_like(t[1:-1], side - 1.0), t[1:-1]], 1),
+    ])
+    verts.append(border)
+    weights.append(np.zeros(len(border)))
+    v = np.concatenate(verts).astype(np.float32)
+    wts = np.concatenate(weights).astype(np.float32)
+    inside = (v[:, 0] > 1) & (v[:, 0] < side - 2) & (v[:, 1] > 1) & (v[:, 1] < side - 2)
+    keep = inside | (wts == 0)
+    # Ring points that fall outside the image are dropped; the border stays.
+    return v[keep], wts[keep]
+
+
+def _triangulate(points: np.ndarray) -> np.ndarray:
+    from scipy.spatial import Delaunay
+
+    tri = Delaunay(points.astype(np.float64))
+    simplices = tri.simplices.astype(np.int32)
+    # Drop degenerate slivers (area below a hundredth of a pixel).
+    a, b, c = points[simplices[:, 0]], points[simplices[:, 1]], points[simplices[:, 2]]
+    area = 0.5 * np.abs((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
+    return simplices[area > 1e-2]
+
+
+def _polygon_mask(shape: tuple[int, int], polygon: np.ndarray) -> np.ndarray:
+    from skimage.draw import polygon as draw_polygon
+
+    mask = np.zeros(shape, bool)
+    rr, cc = draw_polygon(polygon[:, 1], polygon[:, 0], shape)
+    mask[rr, cc] = True
+    return mask
+
+
+def _mouth_material(image: np.ndarray, pts: np.ndarray) -> MouthMaterial:
+    """Colours for teeth, cavity, tongue and lips measured on this face."""
+    img = image.astype(np.float32) / 255.0
+    shape = image.shape[:2]
+    inner = np.concatenate([pts[list(lm.INNER_UPPER_LIP), :2], pts[list(lm.INNER_LOWER_LIP[::-1]), :2]])
+    outer = np.concatenate([pts[list(lm.OUTER_UPPER_LIP), :2], pts[list(lm.OUTER_LOWER_LIP[::-1]), :2]])
+    inner_mask = _polygon_mask(shape, inner)
+    lip_mask = _polygon_mask(shape, outer) & ~inner_mask
+    lip_rgb = img[lip_mask].mean(axis=0) if lip_mask.sum() > 10 else np.array([0.6, 0.3, 0.3], np.float32)
+    teeth_rgb = None
+    if inner_mask.sum() > 20:
+        px = img[inner_mask]
+        value = px.max(axis=1)
+        sat = (px.max(axis=1) - px.min(axis=1)) / np.maximum(value, 1e-3)
+        teeth = px[(value > 0.45) & (sat < 0.35)]
+        if len(teeth) >= 12:
+            teeth_rgb = np.median(teeth, axis=0)
+    from_photo = teeth_rgb is not None
+    if teeth_rgb is None:
+        # Synthesize from the face's own colours: a warm off-white a little brighter than the skin.
+        cheeks = img[int(pts[lm.CHEEK_LEFT, 1]), int(pts[lm.CHEEK_LEFT, 0]):int(pts[lm.CHEEK_RIGHT, 0])]
+        skin_v = float(cheeks.max(axis=1).mean()) if len(cheeks) else 0.7
+        teeth_rgb = np.array([0.93, 0.90, 0.82], np.float32) * min(1.0, 0.35 + 0.75 * skin_v)
+    cavity = np.clip(lip_rgb * 0.34 + np.array([0.04, 0.0, 0.0]), 0, 1)
+    tongue = np.clip(lip_rgb * 0.75 + np.array([0.12, 0.02, 0.04]), 0, 1)
+    return MouthMaterial(tuple(map(float, teeth_rgb)), tuple(map(float, cavity)), tuple(map(float, tongue)),
+                         tuple(map(float, lip_rgb)), from_photo)
+
+
+def _fill_mouth_gap(image: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """Replace what the photo shows between the inner lips (teeth, cavity) with lip texture.
+
+    The rest pose closes the lips, so the warp squeezes this gap into the line where they meet; without the fill,
+    teeth would streak along that line. When the mouth opens, the synthesized interior covers the gap again.
+    """
+    import cv2
+
+    inner = np.concatenate([pts[list(lm.INNER_UPPER_LIP), :2], pts[list(lm.INNER_LOWER_LIP[::-1]), :2]])
+    hole = _polygon_mask(image.shape[:2], inner).astype(np.uint8) * 255
+    if hole.sum() == 0:
+        return image.copy()
+    grow = max(1, int(round(image.shape[0] / 400)))
+    hole = cv2.dilate(hole, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8))
+    return cv2.inpaint(np.ascontiguousarray(image), hole, 3, cv2.INPAINT_TELEA)
+
+
+def _background_plate(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The scene without the person (OpenCV inpainting at reduced size), used where the head uncovers background."""
+    import cv2
+
+    side = image.shape[0]
+    small = max(128, side // 4)
+    img_s = cv2.resize(image, (small, small), interpolation=cv2.INTER_AREA)
+    hole = cv2.resize((mask > 0.2).astype(np.uint8) * 255, (small, small), interpolation=cv2.INTER_NEAREST)
+    hole = cv2.dilate(hole, np.ones((5, 5), np.uint8))
+    filled = cv2.inpaint(img_s, hole, 6, cv2.INPAINT_TELEA)
+    up = cv2.resize(filled, (side, side), interpolation=cv2.INTER_CUBIC)
+    m = cv2.GaussianBlur((mask > 0.2).astype(np.float32), (0, 0), 3)[..., None]
+    return (up * m + image * (1 - m)).astype(np.uint8)
+
+
+def build_anchor(
+    source: Path | str | np.ndarray | None = None,
+    settings: AnchorSettings | None = None,
+    name: str | None = None,
+    progress: Progress | None = None,
+) -> AnchorPack:
+    """Build (or load from the cache) the anchor pack of a portrait; ``None`` gives the built-in default."""
+    settings = settings or AnchorSettings()
+    report = progress or (lambda fraction, what: None)
+    report(0.0, "reading the portrait")
+    if source is None:
+        image, name = default_portrait(), name or DEFAULT_ANCHOR_NAME
+    elif isinstance(source, np.ndarray):
+        image, name = np.ascontiguousarray(source[:, :, :3]).astype(np.uint8), name or "portrait"
+    else:
+        image, name = load_image(source), name or Path(source).stem
+    key = _content_key(image, settings)
+    cache_file = cache_dir("anchors") / f"{key}.npz"
+    if settings.use_cache and cache_file.exists():
+        try:
+            pack = _load_pack(cache_file, name)
+            report(1.0, "loaded from cache")
+            log.info("anchor %s loaded from cache %s", name, cache_file)
+            return pack
+        except Exception as exc:  # a corrupt cache entry is rebuilt, never fatal
+            log.warning("anchor cache %s unreadable (%s); rebuilding", cache_file, exc)
+    report(0.1, "finding the face")
+    pts = lm.detect_landmarks(image)
+    if pts is None:
+        raise AnchorError("No face found in this portrait: use a front-facing photo where the whole face is visible.")
+    x0, y0, side = _frame_crop(image, pts, settings)
+    out_side = int(min(max(side, settings.min_side_px), settings.max_side_px))
+    framed = _resize(np.ascontiguousarray(image[y0:y0 + side, x0:x0 + side]), out_side)
+    report(0.3, "measuring the face")
+    pts = lm.detect_landmarks(framed)
+    if pts is None:
+        raise AnchorError("The face was lost after framing: use a larger, sharper, front-facing portrait.")
+    face_w = float(np.linalg.norm(pts[lm.CHEEK_LEFT, :2] - pts[lm.CHEEK_RIGHT, :2]))
+    if face_w < 0.12 * out_side:
+        raise AnchorError("The face is too small in this photo: use a head-and-shoulders portrait.")
+    report(0.5, "separating the person from the background")
+    mask = lm.person_mask(framed)
+    report(0.65, "building the face mesh")
+    frame_pts, frame_w = _frame_vertices(pts, out_side)
+    triangles = _triangulate(np.concatenate([pts[:, :2], frame_pts]))
+    report(0.75, "preparing the mouth interior")
+    mouth = _mouth_material(framed, pts)
+    report(0.85, "filling in the background")
+    background = _background_plate(framed, mask)
+    render_image = _fill_mouth_gap(framed, pts)
+    pack = AnchorPack(name=name, key=key, image=framed, render_image=render_image, landmarks=pts, frame_points=frame_pts,
+                      frame_head_weight=frame_w, triangles=triangles, mask=mask, background=background, mouth=mouth)
+    if settings.use_cache:
+        _save_pack(pack, cache_file)
+    report(1.0, "ready")
+    return pack
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# cache
+
+def _save_pack(pack: AnchorPack, path: Path) -> None:
+    buf = io.BytesIO()
+    np.savez_compressed(
+        buf, image=pack.image, render_image=pack.render_image, landmarks=pack.landmarks, frame_points=pack.frame_points,
+        frame_head_weight=pack.frame_head_weight, triangles=pack.triangles, mask=pack.mask.astype(np.float16),
+        background=pack.background, mouth=np.array(repr(asdict(pack.mouth))), key=np.array(pack.key),
+    )
+    tmp = path.with_suffix(".tmp")
+    try:
+        tmp.write_bytes(buf.getvalue())
+        tmp.replace(path)
+    except OSError as exc:  # a cache that cannot be written only costs time next run
+        log.warning("cannot write the anchor cache %s: %s", path, exc)
+        tmp.unlink(missing_ok=True)
+
+
+def _load_pack(path: Path, name: str) -> AnchorPack:
+    import ast
+
+    with np.load(path, allow_pickle=False) as z:
+        mouth = MouthMaterial(**ast.literal_eval(str(z["mouth"])))
+        return AnchorPack(
+            name=name, key=str(z["key"]), image=z["image"], render_image=z["render_image"], landmarks=z["landmarks"], frame_points=z["frame_points"],
+            frame_head_weight=z["frame_head_weight"], triangles=z["triangles"], mask=z["mask"].astype(np.float32),
+            background=z["background"], mouth=mouth,
+        )
