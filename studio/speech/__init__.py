@@ -1,1 +1,16 @@
-"""speech."""
+"""Speech: text-to-speech engines with phone timings, and visemes (phones -> mouth shapes)."""
+
+from studio.speech.registry import SpeechEngine, list_voices, synthesize
+from studio.speech.settings import SpeechSettings
+from studio.speech.types import PhonemeTiming, Utterance, VoiceInfo, WordTiming
+
+__all__ = [
+    "PhonemeTiming",
+    "SpeechEngine",
+    "SpeechSettings",
+    "Utterance",
+    "VoiceInfo",
+    "WordTiming",
+    "list_voices",
+    "synthesize",
+]

@@ -1,0 +1,100 @@
+"""Real text-to-speech: Piper (default) and eSpeak NG, with their timings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from studio.errors import SpeechError, VoiceNotFoundError
+from studio.speech import SpeechSettings, Utterance, list_voices, synthesize
+from studio.speech.visemes import Viseme, stress_times, viseme_for_phone
+
+pytestmark = pytest.mark.integration
+
+TWO_SENTENCES = "Good evening, and welcome to the news. The moon was blue over Boston tonight!"
+
+
+def _check_timings(utt: Utterance) -> None:
+    assert utt.audio.dtype == np.float32 and utt.audio.ndim == 1
+    assert 0.1 < float(np.abs(utt.audio).max()) <= 1.0
+    ph = utt.phonemes
+    assert ph[0].start_s == pytest.approx(0.0, abs=1e-9)
+    assert ph[-1].end_s == pytest.approx(utt.duration_s, abs=1.0 / utt.sample_rate_hz)
+    for a, b in zip(ph, ph[1:]):
+        assert b.start_s == pytest.approx(a.end_s, abs=1e-9)  # contiguous: they tile the audio
+        assert a.end_s > a.start_s
+    assert not any(p.phoneme in ("ˈ", "ˌ", "^", "$", " ") for p in ph)
+    # Words carry char offsets into the text and lie inside the audio, in order.
+    assert len(utt.words) >= 10
+    for w in utt.words:
+        assert utt.text[w.char_start : w.char_end] == w.text
+        assert 0 <= w.start_s < w.end_s <= utt.duration_s + 1e-6
+    assert [w.start_s for w in utt.words] == sorted(w.start_s for w in utt.words)
+    words = [w.text.lower() for w in utt.words]
+    assert "moon" in words and "boston" in words
+    # The p/b/m phones are there for the mouth to close on, and they are short but not empty.
+    assert any(viseme_for_phone(p.phoneme) is Viseme.PBM for p in ph)
+
+
+@pytest.fixture(scope="module")
+def piper_utt() -> Utterance:
+    return synthesize(TWO_SENTENCES)  # default voice: piper:joe
+
+
+def test_voices_listed() -> None:
+    names = [v.name for v in list_voices()]
+    assert names[0] == "piper:joe"
+    assert "espeak:en-us" in names and "espeak:en-gb" in names
+
+
+def test_piper_two_sentences(piper_utt: Utterance) -> None:
+    assert piper_utt.voice == "piper:joe" and piper_utt.sample_rate_hz == 22050
+    _check_timings(piper_utt)
+    assert 3.0 < piper_utt.duration_s < 10.0
+    moon = next(w for w in piper_utt.words if w.text == "moon")
+    # The second sentence starts after a pause: there is a silence phone between the sentences.
+    sil = [p for p in piper_utt.phonemes if p.phoneme == "_" and 0.5 < p.start_s < moon.start_s]
+    assert sil and max(p.end_s - p.start_s for p in sil) > 0.1
+    assert len(stress_times(piper_utt.phonemes)) >= 5  # stress marks became stressed vowels
+
+
+def test_piper_is_repeatable(piper_utt: Utterance) -> None:
+    again = synthesize(TWO_SENTENCES, "piper:joe")
+    np.testing.assert_array_equal(again.audio, piper_utt.audio)
+    assert again.phonemes == piper_utt.phonemes
+
+
+def test_piper_timings_follow_the_audio(piper_utt: Utterance) -> None:
+    """Speech energy is high inside vowels and low inside long pauses."""
+    sr = piper_utt.sample_rate_hz
+
+    def rms(p) -> float:  # type: ignore[no-untyped-def]
+        seg = piper_utt.audio[int(p.start_s * sr) : int(p.end_s * sr)]
+        return float(np.sqrt(np.mean(seg**2)))
+
+    vowels = [rms(p) for p in piper_utt.phonemes if viseme_for_phone(p.phoneme) in (Viseme.AA, Viseme.AE_EH)]
+    pauses = [rms(p) for p in piper_utt.phonemes if p.phoneme == "_" and p.end_s - p.start_s > 0.15]
+    assert np.median(vowels) > 4 * np.median(pauses)
+
+
+def test_espeak_synthesis() -> None:
+    utt = synthesize(TWO_SENTENCES, "espeak:en-gb")
+    assert utt.voice == "espeak:en-gb"
+    _check_timings(utt)
+
+
+def test_unknown_voice() -> None:
+    with pytest.raises(VoiceNotFoundError, match="Installed voices: piper:joe, espeak:en-us"):
+        synthesize("Hello.", "piper:nobody")
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t"])
+def test_empty_text(text: str) -> None:
+    with pytest.raises(SpeechError, match="The script is empty: type something for the presenter to say."):
+        synthesize(text)
+
+
+def test_settings_slow_down() -> None:
+    fast = synthesize("This is a test of the speaking rate.", "espeak:en-us")
+    slow = synthesize("This is a test of the speaking rate.", "espeak:en-us", SpeechSettings(length_scale=1.5))
+    assert slow.duration_s > 1.2 * fast.duration_s
