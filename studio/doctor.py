@@ -1,0 +1,106 @@
+"""`main.py doctor`: what this machine offers, each item probed at run time (nothing assumed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import sys
+from typing import Any
+
+
+def _gpu() -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {"torch": torch.__version__, "cuda_build": torch.version.cuda}
+    if torch.cuda.is_available():
+        idx = torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(idx)
+        props = torch.cuda.get_device_properties(idx)
+        info.update(device=torch.cuda.get_device_name(idx), arch=f"sm_{major}{minor}",
+                    memory_gib=round(props.total_memory / 2**30, 1))
+    else:
+        info.update(device="cpu", arch=None)
+    info["cpu_threads"] = torch.get_num_threads()
+    return info
+
+
+def _audio_devices() -> dict[str, Any]:
+    try:
+        import sounddevice as sd
+
+        devices = sd.query_devices()
+    except Exception as exc:  # PortAudio missing or broken: report, never crash
+        return {"error": f"PortAudio unavailable: {exc}", "inputs": [], "outputs": []}
+    inputs = [d["name"] for d in devices if d["max_input_channels"] > 0]
+    outputs = [d["name"] for d in devices if d["max_output_channels"] > 0]
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def _voices() -> list[str] | dict[str, str]:
+    try:
+        from studio.speech import list_voices
+
+        return [v.name for v in list_voices()]
+    except Exception as exc:
+        return {"error": str(exc)}
+
+
+def _encoders() -> list[str] | dict[str, str]:
+    try:
+        from studio.encode import available_video_encoders
+
+        return available_video_encoders()
+    except Exception as exc:
+        return {"error": str(exc)}
+
+
+def _onnxruntime() -> dict[str, Any]:
+    try:
+        import onnxruntime as ort
+
+        return {"version": ort.__version__, "providers": ort.get_available_providers()}
+    except Exception as exc:
+        return {"error": str(exc)}
+
+
+def _tensorrt() -> dict[str, Any]:
+    if importlib.util.find_spec("tensorrt") is None:
+        return {"available": False, "reason": "the tensorrt package is not installed"}
+    try:
+        import tensorrt as trt
+
+        return {"available": True, "version": trt.__version__}
+    except Exception as exc:  # the PyPI stub raises when its libraries are absent
+        return {"available": False, "reason": f"tensorrt does not load: {exc}"}
+
+
+def collect() -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "gpu": _gpu(),
+        "audio": _audio_devices(),
+        "voices": _voices(),
+        "video_encoders": _encoders(),
+        "onnxruntime": _onnxruntime(),
+        "tensorrt": _tensorrt(),
+    }
+
+
+def format_report(r: dict[str, Any]) -> str:
+    g, a = r["gpu"], r["audio"]
+    gpu = f"{g['device']} ({g['arch']}, {g['memory_gib']} GiB)" if g.get("arch") else "cpu (no CUDA GPU found)"
+    lines = [
+        f"Python        {r['python']} on {r['platform']}",
+        f"torch         {g['torch']} (CUDA build: {g['cuda_build'] or 'none'}), {g['cpu_threads']} CPU threads",
+        f"GPU           {gpu}",
+        f"microphones   {', '.join(a['inputs']) or 'none found' + (' (' + a['error'] + ')' if a.get('error') else '')}",
+        f"audio outputs {', '.join(a['outputs']) or 'none found'}",
+        f"voices        {', '.join(r['voices']) if isinstance(r['voices'], list) else r['voices']['error']}",
+        f"encoders      {', '.join(r['video_encoders']) if isinstance(r['video_encoders'], list) else r['video_encoders']['error']}",
+    ]
+    ort = r["onnxruntime"]
+    lines.append(f"onnxruntime   {ort.get('version', '')} providers: {', '.join(ort.get('providers', [])) or ort.get('error')}")
+    trt = r["tensorrt"]
+    lines.append(f"TensorRT      {'version ' + trt['version'] if trt['available'] else 'not available: ' + trt['reason']}")
+    return "\n".join(lines)
