@@ -259,3 +259,17 @@ def align(audio: np.ndarray, sample_rate_hz: int, transcript: str) -> list[Phone
         for phone in word:
             out.append(PhonemeTiming(phone.name, phone.start / 100.0, (phone.start + phone.duration) / 100.0))
     return out
+
+
+def recognize_file_phones(audio: np.ndarray, sample_rate_hz: int, chunk_s: float = 5.0) -> list[PhonemeTiming]:
+    """Timed ARPAbet phones of a whole recording (16 kHz mono float32), fed in chunks; silence is marked ``SIL``."""
+    from studio.audio.settings import RecognizerSettings
+
+    rec = StreamingPhoneRecognizer(RecognizerSettings(sample_rate_hz=sample_rate_hz))
+    rec.start(0)
+    phones: list[PhonemeTiming] = []
+    step = int(chunk_s * sample_rate_hz)
+    for i in range(0, len(audio), step):
+        phones += rec.feed(audio[i:i + step])
+    phones += rec.finish()
+    return phones

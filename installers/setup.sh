@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One-step set-up on Debian/Ubuntu with Python 3.11: system packages, then the virtual environment at .venv.
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  espeak-ng libespeak-ng1            # fast TTS fallback (ctypes)
+  libportaudio2                      # sounddevice: microphone and speakers
+  pulseaudio pulseaudio-utils        # sound server (tests use a null sink as the microphone)
+  alsa-utils                         # ships the human speech clips the tests listen to
+  xvfb libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3
+  sox                                # audio checks in the tests
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[dev]"
+echo "NewsStudio is set up in $(pwd)/.venv"
