@@ -27,3 +27,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def default_anchor():
+    """The built-in anchor pack (astronaut), built once per test session."""
+    from studio.presenter.anchor import build_anchor
+
+    return build_anchor()
+
+
+@pytest.fixture(scope="session")
+def hopper_path():
+    """Path of the Grace Hopper portrait shipped in matplotlib's wheel (public domain)."""
+    import matplotlib
+    from pathlib import Path
+
+    return Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"

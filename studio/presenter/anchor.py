@@ -22,7 +22,7 @@ from studio.presenter import landmarks as lm
 
 log = logging.getLogger(__name__)
 
-ANCHOR_FORMAT_VERSION = 4
+ANCHOR_FORMAT_VERSION = 5
 DEFAULT_ANCHOR_NAME = "Astronaut (default)"
 
 Progress = Callable[[float, str], None]
@@ -56,6 +56,8 @@ class AnchorPack:
     key: str  # content hash of the source image + framing settings
     image: np.ndarray  # S x S x 3 uint8 RGB, framed
     render_image: np.ndarray  # S x S x 3 uint8, the framed image with the open mouth's gap filled with lip (for warping)
+    lid_image: np.ndarray  # S x S x 3 uint8, render_image with the eye openings filled with lid skin (for blinks)
+    eye_masks: np.ndarray  # 2 x S x S float32 0..1, the image-left and image-right eye openings (soft, a little grown)
     landmarks: np.ndarray  # 478 x 3 float32 (x, y pixels; z pixels, smaller = nearer)
     frame_points: np.ndarray  # K x 2 float32, outer frame vertices (pixels)
     frame_head_weight: np.ndarray  # K float32, share of the head motion each frame vertex follows (0 = fixed)
@@ -237,6 +239,27 @@ def _fill_mouth_gap(image: np.ndarray, pts: np.ndarray) -> np.ndarray:
     return cv2.inpaint(np.ascontiguousarray(image), hole, 3, cv2.INPAINT_TELEA)
 
 
+def _eye_layers(image: np.ndarray, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lid skin over the eye openings (inpainted from the surrounding skin) and soft masks of the two openings.
+
+    A closed eye is this skin, warped like the rest of the face: the upper lid comes down as skin, not as a squeezed
+    picture of the eyeball.
+    """
+    import cv2
+
+    side = image.shape[0]
+    grow = max(1, int(round(side / 220)))
+    kernel = np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)
+    masks, holes = [], np.zeros(image.shape[:2], np.uint8)
+    for upper, lower in ((lm.LEFT_EYE_UPPER, lm.LEFT_EYE_LOWER), (lm.RIGHT_EYE_UPPER, lm.RIGHT_EYE_LOWER)):
+        poly = np.concatenate([pts[list(upper), :2], pts[list(lower[::-1]), :2]])
+        hole = cv2.dilate(_polygon_mask(image.shape[:2], poly).astype(np.uint8) * 255, kernel)
+        holes |= hole
+        masks.append(cv2.GaussianBlur(hole.astype(np.float32) / 255.0, (0, 0), max(0.7, grow * 0.6)))
+    lid = cv2.inpaint(np.ascontiguousarray(image), cv2.dilate(holes, kernel), 2 * grow + 3, cv2.INPAINT_TELEA)
+    return lid, np.clip(np.stack(masks), 0.0, 1.0).astype(np.float32)
+
+
 def _background_plate(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The scene without the person (OpenCV inpainting at reduced size), used where the head uncovers background."""
     import cv2
@@ -302,7 +325,9 @@ def build_anchor(
     report(0.85, "filling in the background")
     background = _background_plate(framed, mask)
     render_image = _fill_mouth_gap(framed, pts)
-    pack = AnchorPack(name=name, key=key, image=framed, render_image=render_image, landmarks=pts, frame_points=frame_pts,
+    lid_image, eye_masks = _eye_layers(render_image, pts)
+    pack = AnchorPack(name=name, key=key, image=framed, render_image=render_image, lid_image=lid_image,
+                      eye_masks=eye_masks, landmarks=pts, frame_points=frame_pts,
                       frame_head_weight=frame_w, triangles=triangles, mask=mask, background=background, mouth=mouth)
     if settings.use_cache:
         _save_pack(pack, cache_file)
@@ -316,7 +341,8 @@ def build_anchor(
 def _save_pack(pack: AnchorPack, path: Path) -> None:
     buf = io.BytesIO()
     np.savez_compressed(
-        buf, image=pack.image, render_image=pack.render_image, landmarks=pack.landmarks, frame_points=pack.frame_points,
+        buf, image=pack.image, render_image=pack.render_image, lid_image=pack.lid_image,
+        eye_masks=pack.eye_masks.astype(np.float16), landmarks=pack.landmarks, frame_points=pack.frame_points,
         frame_head_weight=pack.frame_head_weight, triangles=pack.triangles, mask=pack.mask.astype(np.float16),
         background=pack.background, mouth=np.array(repr(asdict(pack.mouth))), key=np.array(pack.key),
     )
@@ -335,7 +361,8 @@ def _load_pack(path: Path, name: str) -> AnchorPack:
     with np.load(path, allow_pickle=False) as z:
         mouth = MouthMaterial(**ast.literal_eval(str(z["mouth"])))
         return AnchorPack(
-            name=name, key=str(z["key"]), image=z["image"], render_image=z["render_image"], landmarks=z["landmarks"], frame_points=z["frame_points"],
+            name=name, key=str(z["key"]), image=z["image"], render_image=z["render_image"],
+            lid_image=z["lid_image"], eye_masks=z["eye_masks"].astype(np.float32), landmarks=z["landmarks"], frame_points=z["frame_points"],
             frame_head_weight=z["frame_head_weight"], triangles=z["triangles"], mask=z["mask"].astype(np.float32),
             background=z["background"], mouth=mouth,
         )

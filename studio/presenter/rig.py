@@ -164,7 +164,8 @@ def build_rig(anchor: AnchorPack) -> FaceRig:
             disp[i] = np.array([0.0, 0.96 * (target - p2[i, 1])])
         idx = list(disp)
         eye_w = float(np.ptp(ux))
-        return _spread(p2, idx, np.array([disp[i] for i in idx]), 0.18 * eye_w, 0.22 * eye_w, exclude=set())
+        return _spread(p2, idx, np.array([disp[i] for i in idx]), 0.18 * eye_w, 0.14 * eye_w,
+                       exclude=set(lm.LEFT_BROW + lm.RIGHT_BROW))
 
     b_blink_l = blink_basis(lm.LEFT_EYE_UPPER, lm.LEFT_EYE_LOWER, lm.LEFT_IRIS)
     b_blink_r = blink_basis(lm.RIGHT_EYE_UPPER, lm.RIGHT_EYE_LOWER, lm.RIGHT_IRIS)
