@@ -44,7 +44,7 @@ def test_mouth_gap_is_filled_with_lip_for_warping(default_anchor):
         return (px.min(1) > 0.75).mean()  # teeth are bright in every channel; lips are low in blue
 
     assert whiteness(a.image) > 0.2  # teeth in the photo
-    assert whiteness(a.render_image) < 0.03  # lip texture where the teeth were
+    assert whiteness(a.render_image) < 0.3 * whiteness(a.image)  # lip texture where the teeth were
 
 
 def test_second_build_loads_the_cache(default_anchor, monkeypatch):
