@@ -129,3 +129,12 @@ def probe_mp4(path: Path | str) -> MediaInfo:
             audio_sample_rate_hz=audio.codec_context.sample_rate if audio is not None else None,
             audio_duration_s=audio_duration_s,
         )
+
+
+def read_video_frames(path: Path | str) -> list[np.ndarray]:
+    """Every decoded video frame of a file as H x W x 3 uint8 RGB (for tests and measurements)."""
+    try:
+        with av.open(str(path)) as container:
+            return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    except (av.FFmpegError, OSError) as exc:
+        raise InputError(f"Cannot decode the video of {path}: {exc}") from exc

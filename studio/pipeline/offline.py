@@ -21,7 +21,7 @@ import numpy as np
 from studio.errors import EncoderError, InputError, StudioError
 from studio.presenter.anchor import AnchorPack, build_anchor
 from studio.presenter.motion import script_motion
-from studio.presenter.renderer import Presenter, RenderSettings
+from studio.presenter.renderer import Presenter, RenderSettings, resolve_device
 from studio.speech.types import Utterance
 
 log = logging.getLogger(__name__)
@@ -167,6 +167,11 @@ def render_segment(
     if not 1 <= req.fps <= 120:
         raise InputError(f"--fps {req.fps} is out of range: use 1 to 120.")
     check_output_path(req.out_path)
+    if req.text is not None:
+        from studio.speech import check_request
+
+        check_request(req.text, req.voice)
+    resolve_device(req.device)
     stage: dict[str, float] = {}
 
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Speech: text-to-speech engines with phone timings, and visemes (phones -> mouth shapes)."""
 
-from studio.speech.registry import SpeechEngine, list_voices, synthesize
+from studio.speech.registry import SpeechEngine, check_request, list_voices, synthesize
 from studio.speech.settings import SpeechSettings
 from studio.speech.types import PhonemeTiming, Utterance, VoiceInfo, WordTiming
 
@@ -11,6 +11,7 @@ __all__ = [
     "Utterance",
     "VoiceInfo",
     "WordTiming",
+    "check_request",
     "list_voices",
     "synthesize",
 ]

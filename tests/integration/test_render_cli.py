@@ -1,0 +1,141 @@
+"""`main.py render` end to end: real TTS, real renderer, real encoder, measured from the outside."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from studio.bench.lipsync import measure_lipsync, phonemes_from_json
+from studio.encode import probe_mp4
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = ("Good evening, and welcome back. Tonight, the city council approved a new budget for public parks. "
+          "Maria Lopez has more from the harbour.")
+
+
+def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "main.py"), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+@pytest.fixture(scope="module")
+def piper_render(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("render")
+    out, timings = out_dir / "segment.mp4", out_dir / "segment.json"
+    proc = _run("render", "--text", SCRIPT, "--out", str(out), "--timings", str(timings))
+    assert proc.returncode == 0, proc.stderr
+    return out, timings, proc
+
+
+def test_render_writes_h264_aac_exactly_as_long_as_the_speech(piper_render):
+    out, timings, proc = piper_render
+    info = probe_mp4(out)
+    assert info.video_codec == "h264" and info.audio_codec == "aac"
+    assert (info.width, info.height) == (512, 512)
+    assert info.fps == pytest.approx(25.0)
+    assert info.n_video_frames == round(info.video_duration_s * 25)
+    assert info.audio_duration_s == pytest.approx(info.video_duration_s, abs=0.001)
+    speech = json.loads(timings.read_text())
+    last_phone_end = max(p["end_s"] for p in speech["phonemes"])
+    assert info.video_duration_s == pytest.approx(last_phone_end, abs=1 / 25 + 1e-6)
+    assert "render:" in proc.stderr and "real-time factor" in proc.stderr
+    assert not list(out.parent.glob(".*.part"))
+
+
+def test_render_is_lip_synced(piper_render):
+    """Measured with MediaPipe on the decoded frames, independently of the renderer's numbers."""
+    out, timings, _ = piper_render
+    report = measure_lipsync(out, phonemes_from_json(json.loads(timings.read_text())))
+    assert report.n_frames_no_face == 0
+    assert report.best_corr >= 0.5, report
+    assert abs(report.best_lag_frames) <= 2, report
+    assert report.phones.pbm_over_open is not None and report.phones.pbm_over_open < 0.25, report
+    assert report.phones.pause_over_open is not None and report.phones.pause_over_open < 0.25, report
+
+
+def test_the_face_lives_in_silence(tmp_path):
+    """Blinks and small head motion go on while the presenter says nothing (a long pause in the script)."""
+    from studio.presenter import landmarks as lm
+    from studio.encode.probe import read_video_frames
+
+    out = tmp_path / "pause.mp4"
+    proc = _run("render", "--text", "Hello. ... ... ... ... ... ... ... ... ... ... ... Goodbye.", "--voice", "espeak:en-us",
+                "--out", str(out), "--fps", "10")
+    assert proc.returncode == 0, proc.stderr
+    frames = read_video_frames(out)
+    eyes, noses = [], []
+    for f in frames:
+        pts = lm.detect_landmarks(f)
+        assert pts is not None
+        eyes.append((pts[145, 1] - pts[159, 1]) / (pts[152, 1] - pts[10, 1]))
+        noses.append(pts[1, :2])
+    eyes = np.array(eyes)
+    assert eyes.min() < 0.6 * np.median(eyes), "no blink"
+    assert np.ptp(np.array(noses), axis=0).max() > 0.5, "the head never moves"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--text", "   "], "script is empty"),
+        (["--text", "Hello", "--voice", "nobody"], "Unknown voice"),
+        (["--script", "/nonexistent/script.txt"], "Script file not found"),
+        (["--text", "Hello", "--anchor", "/nonexistent/face.jpg"], "Portrait not found"),
+        (["--text", "Hello", "--anchor", "{notimage}"], "as an image"),
+        (["--text", "Hello", "--anchor", "{noface}"], "No face found"),
+        (["--text", "Hello", "--out", "/nonexistent-folder/x.mp4"], "does not exist"),
+        (["--text", "Hello", "--out", "{readonly}/x.mp4"], "Cannot write"),
+        (["--text", "Hello", "--device", "cuda"], "No CUDA GPU"),
+        (["--text", "Hello", "--size", "10"], "out of range"),
+        (["--audio", "{notimage}"], "audio"),
+    ],
+)
+def test_bad_input_gets_one_clear_line(tmp_path, args, message):
+    from PIL import Image
+    from skimage import data
+
+    notimage = tmp_path / "notes.jpg"
+    notimage.write_text("not a picture")
+    noface = tmp_path / "coffee.png"
+    Image.fromarray(data.coffee()).save(noface)
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o500)
+    if "{readonly}" in " ".join(args) and os.access(readonly, os.W_OK):
+        pytest.skip("running as root: permission bits do not stop writes")
+    args = [a.format(notimage=notimage, noface=noface, readonly=readonly) for a in args]
+    if "--out" not in args:
+        args += ["--out", str(tmp_path / "out.mp4")]
+    proc = _run("render", *args, timeout=120)
+    assert proc.returncode == 2
+    import re
+
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not re.match(r"^\w+: \d+% ", ln)]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr  # progress lines aside
+    assert message in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out.mp4").exists()
+
+
+def test_a_killed_render_leaves_no_finished_looking_file(tmp_path):
+    out = tmp_path / "long.mp4"
+    proc = subprocess.Popen([sys.executable, str(REPO / "main.py"), "render", "--text", SCRIPT * 3, "--voice",
+                             "espeak:en-us", "--out", str(out)], cwd=REPO, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if line.startswith("render:") or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not out.exists()
