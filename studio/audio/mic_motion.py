@@ -87,6 +87,14 @@ class MicMotionSource:
         d_s = 0.12 if not np.isfinite(d) else d / 1000.0
         return d_s + self.settings.coart_lookahead_s + self._frame_n / self.rate_hz
 
+    def skip_to(self, sample: int) -> None:
+        """Ignore the audio before ``sample`` (e.g. what the ring held before a live session started)."""
+        if sample > self._cursor:
+            self._cursor = min(int(sample), self.ring.total_written)
+            for p in self.recognizer.finish() if self.recognizer.in_utterance else []:
+                self.coarticulator.push(p)
+            self.sieve.reset()
+
     def pump(self) -> list[PhonemeTiming]:
         """Process all complete sieve frames that arrived since the last call; returns the new phones."""
         new: list[PhonemeTiming] = []
@@ -145,11 +153,16 @@ class MicMotionSource:
         dbfs = 10.0 * np.log10(float(np.mean(np.square(x, dtype=np.float64))) + 1e-12)
         return float(np.clip((dbfs - s.envelope_floor_dbfs) / (s.envelope_ceiling_dbfs - s.envelope_floor_dbfs), 0, 1))
 
-    def frame(self, t_s: float) -> np.ndarray:
-        """Coefficients (N_COEFFS,) float32 for the frame presented at stream time ``t_s``."""
+    def frame(self, t_s: float, idle_t_s: float | None = None) -> np.ndarray:
+        """Coefficients (N_COEFFS,) float32 for the frame presented at stream time ``t_s``.
+
+        ``idle_t_s`` is the time of the idle motion (blinks, sway) when it must keep running while the stream time
+        stands still (the microphone stalled); by default ``t_s``.
+        """
         self.pump()
         speaking = self.speaking_at(t_s)
-        out = np.asarray(self.idle.frame(t_s, speaking=speaking), np.float32).copy()
+        idle_t = t_s if idle_t_s is None else idle_t_s
+        out = np.asarray(self.idle.frame(idle_t, speaking=speaking), np.float32).copy()
         mouth = np.zeros(len(MOUTH_COEFFS), np.float32)
         if speaking:
             env = self.loudness(t_s)
