@@ -1,0 +1,528 @@
+"""The studio's main window: docks around the program preview, one timer that pulls frames, meters and telemetry,
+and the translation of runtime events into what the producer sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QSettings, QSize, QStandardPaths, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox, QDockWidget, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMainWindow, QProgressBar, QPushButton,
+    QVBoxLayout, QWidget,
+)
+
+from studio.audio.capture import list_input_devices
+from studio.paths import data_dir
+from studio.pipeline import runtime as rt
+from studio.pipeline.rundown import load_user_rundown, save_rundown
+from studio.pipeline.telemetry import ClockSource, RuntimeState, StallMeter, TelemetrySnapshot
+from studio.ui import theme
+from studio.ui.bridge import RuntimeBridge
+from studio.ui.preview import LevelMeter, PreviewPanel
+from studio.ui.rundown_panel import RundownPanel, Teleprompter
+
+log = logging.getLogger(__name__)
+
+TICK_MS = 16  # the one timer: frames, meters, telemetry (STYLE rule 5)
+TELEMETRY_EVERY_TICKS = 6  # ~100 ms
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+APP_TITLE = "NewsStudio"
+
+
+def studio_settings() -> QSettings:
+    """The window's persistent settings (an INI file in the data folder, so tests stay isolated)."""
+    return QSettings(str(data_dir() / "studio.ini"), QSettings.IniFormat)
+
+
+def default_recording_folder() -> Path:
+    movies = QStandardPaths.writableLocation(QStandardPaths.MoviesLocation) or str(Path.home() / "Videos")
+    return Path(movies) / "NewsStudio"
+
+
+def _panel(*widgets: QWidget, margins: int = 10) -> QWidget:
+    w = QWidget()
+    lay = QVBoxLayout(w)
+    lay.setContentsMargins(margins, margins, margins, margins)
+    lay.setSpacing(8)
+    for x in widgets:
+        if isinstance(x, QHBoxLayout):
+            lay.addLayout(x)
+        else:
+            lay.addWidget(x)
+    lay.addStretch(1)
+    return w
+
+
+def _label(text: str = "", role: str | None = None, wrap: bool = True) -> QLabel:
+    lab = QLabel(text)
+    lab.setWordWrap(wrap)
+    if role:
+        lab.setProperty("role", role)
+    return lab
+
+
+class MainWindow(QMainWindow):
+    """See the module docstring. ``runtime_settings`` lets tests pick a small frame size or no audio output."""
+
+    def __init__(self, anchor: Path | None = None, runtime_settings: rt.RuntimeSettings | None = None,
+                 settings: QSettings | None = None) -> None:
+        super().__init__()
+        self.settings = settings or studio_settings()
+        self.bridge = RuntimeBridge(runtime_settings, parent=self)
+        self.bridge.event.connect(self._on_event)
+        self.runtime = self.bridge.runtime
+        self.anchor_name = ""
+        self.state = RuntimeState.STARTING
+        self.recording_path: Path | None = None
+        self.last_recording: Path | None = None
+        self.audio_output_ok = False
+        self.telemetry: TelemetrySnapshot | None = None
+        self._last_frame_index = -1
+        self._ticks = 0
+        self._want_thumbnail = False
+        self._closing = False
+        self.stall = StallMeter(TICK_MS)
+        self.live_stall_max_ms = 0.0  # longest GUI stall while on air
+        self.setWindowTitle(APP_TITLE)
+        self.setAcceptDrops(True)
+        self.setDockNestingEnabled(True)
+        self.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
+        self._build_docks()
+        self._build_actions()
+        self._build_status_bar()
+        self._restore(anchor)
+        self.timer = QTimer(self)
+        self.timer.setTimerType(Qt.PreciseTimer)
+        self.timer.timeout.connect(self._tick)
+        self.bridge.start()
+        self.timer.start(TICK_MS)
+
+    # -- construction ---------------------------------------------------------------------------------------------
+
+    def _dock(self, title: str, name: str, widget: QWidget) -> QDockWidget:
+        d = QDockWidget(title, self)
+        d.setObjectName(name)
+        d.setWidget(widget)
+        d.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetFloatable)
+        return d
+
+    def _build_docks(self) -> None:
+        # Preview.
+        self.preview = PreviewPanel()
+        self.preview.play_toggled.connect(lambda play: self.bridge.send(rt.SetPaused(not play)))
+        # Rundown and teleprompter.
+        self.rundown = RundownPanel()
+        self.rundown.go_live_requested.connect(self._go_live)
+        self.rundown.stop_requested.connect(lambda: self.bridge.send(rt.Stop()))
+        self.teleprompter = Teleprompter()
+        # Anchor.
+        self.anchor_thumb = QLabel()
+        self.anchor_thumb.setFixedSize(QSize(88, 88))
+        self.anchor_thumb.setStyleSheet(f"background:#07090c; border:1px solid {theme.BORDER}; border-radius:4px;")
+        self.anchor_thumb.setAlignment(Qt.AlignCenter)
+        self.anchor_label = _label("Loading…", "title")
+        self.anchor_hint = _label("Drop a portrait anywhere on the window", "muted")
+        self.open_button = QPushButton("Open portrait…  (Ctrl+O)")
+        self.open_button.clicked.connect(self.open_anchor_dialog)
+        self.anchor_progress = QProgressBar()
+        self.anchor_progress.setRange(0, 100)
+        self.anchor_progress.setVisible(False)
+        self.anchor_status = _label("", "muted")
+        self.anchor_error = _label("", "error")
+        self.anchor_error.setVisible(False)
+        head = QHBoxLayout()
+        head.addWidget(self.anchor_thumb)
+        col = QVBoxLayout()
+        col.addWidget(self.anchor_label)
+        col.addWidget(self.anchor_hint)
+        col.addStretch(1)
+        head.addLayout(col, 1)
+        anchor_panel = _panel(head, self.open_button, self.anchor_progress, self.anchor_status, self.anchor_error)
+        # Voice.
+        self.voice_combo = QComboBox()
+        self.voice_combo.setToolTip("Installed text-to-speech voices")
+        self.voice_combo.currentTextChanged.connect(self._voice_changed)
+        self.apply_voice_button = QPushButton("Use for selected segments")
+        self.apply_voice_button.clicked.connect(
+            lambda: self.rundown.apply_voice_to_selected(self.voice_combo.currentText()))
+        self.voice_note = _label("Listing voices…", "muted")
+        voice_panel = _panel(self.voice_combo, self.apply_voice_button, self.voice_note)
+        # Microphone.
+        self.mic_combo = QComboBox()
+        self.mic_meter = LevelMeter()
+        self.mic_status = _label("", "muted")
+        mic_panel = _panel(self.mic_combo, self.mic_meter, self.mic_status)
+        # Recording.
+        self.folder_edit = QLineEdit()
+        self.folder_edit.setPlaceholderText("Folder for recordings")
+        folder_button = QPushButton("Browse…")
+        folder_button.setToolTip("Choose the recording folder")
+        folder_button.clicked.connect(self._choose_folder)
+        folder_row = QHBoxLayout()
+        folder_row.addWidget(self.folder_edit, 1)
+        folder_row.addWidget(folder_button)
+        self.record_button = QPushButton("●  RECORD  (R)")
+        self.record_button.setProperty("role", "record")
+        self.record_button.setProperty("recording", False)
+        self.record_button.clicked.connect(self.toggle_recording)
+        self.record_time = _label("00:00:00", "clock")
+        self.record_status = _label("Records the program (picture and sound) to MP4.", "muted")
+        rec_panel = _panel(folder_row, self.record_button, self.record_time, self.record_status)
+
+        self.preview_dock = self._dock("PROGRAM", "preview", self.preview)
+        self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
+        self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
+        self.anchor_dock = self._dock("ANCHOR", "anchor", anchor_panel)
+        self.voice_dock = self._dock("VOICE", "voice", voice_panel)
+        self.mic_dock = self._dock("MICROPHONE", "microphone", mic_panel)
+        self.record_dock = self._dock("RECORDING", "recording", rec_panel)
+        self.setCentralWidget(None)
+        self.addDockWidget(Qt.LeftDockWidgetArea, self.anchor_dock)
+        self.splitDockWidget(self.anchor_dock, self.preview_dock, Qt.Horizontal)
+        self.splitDockWidget(self.preview_dock, self.rundown_dock, Qt.Horizontal)
+        self.splitDockWidget(self.anchor_dock, self.voice_dock, Qt.Vertical)
+        self.splitDockWidget(self.voice_dock, self.mic_dock, Qt.Vertical)
+        self.splitDockWidget(self.mic_dock, self.record_dock, Qt.Vertical)
+        self.splitDockWidget(self.preview_dock, self.prompter_dock, Qt.Vertical)
+        self.resizeDocks([self.anchor_dock, self.preview_dock, self.rundown_dock], [290, 760, 430], Qt.Horizontal)
+        self.resizeDocks([self.preview_dock, self.prompter_dock], [700, 200], Qt.Vertical)
+        self.setMinimumSize(1100, 700)
+
+    def _build_actions(self) -> None:
+        self.live_action = QAction("Go live / Stop", self)
+        self.live_action.setShortcut(QKeySequence(Qt.Key_Space))
+        self.live_action.triggered.connect(self.rundown.toggle_live)
+        self.record_action = QAction("Record", self)
+        self.record_action.setShortcut(QKeySequence(Qt.Key_R))
+        self.record_action.triggered.connect(self.toggle_recording)
+        self.open_action = QAction("Open portrait…", self)
+        self.open_action.setShortcut(QKeySequence.Open)
+        self.open_action.triggered.connect(self.open_anchor_dialog)
+        for a in (self.live_action, self.record_action, self.open_action):
+            a.setShortcutContext(Qt.WindowShortcut)
+            self.addAction(a)
+        menu = self.menuBar().addMenu("&Studio")
+        menu.addAction(self.open_action)
+        menu.addAction(self.live_action)
+        menu.addAction(self.record_action)
+        view = self.menuBar().addMenu("&View")
+        for d in (self.preview_dock, self.rundown_dock, self.prompter_dock, self.anchor_dock, self.voice_dock,
+                  self.mic_dock, self.record_dock):
+            view.addAction(d.toggleViewAction())
+
+    def _build_status_bar(self) -> None:
+        sb = self.statusBar()
+        sb.setSizeGripEnabled(False)
+        self.status_state = QLabel("● starting")
+        self.status_device = QLabel("device: —")
+        self.status_fps = QLabel("— fps")
+        self.status_audio = QLabel("audio: —")
+        self.status_stall = QLabel("GUI stall —")
+        self.status_stall.setToolTip("Longest time the window's event loop was blocked (last 5 s / longest on air)")
+        for w in (self.status_state, self.status_device, self.status_fps, self.status_audio, self.status_stall):
+            sb.addPermanentWidget(w)
+
+    def _restore(self, anchor: Path | None) -> None:
+        s = self.settings
+        geo, state = s.value("window/geometry"), s.value("window/state")
+        if geo is not None:
+            self.restoreGeometry(geo)
+        else:
+            self.resize(1500, 940)
+        if state is not None:
+            self.restoreState(state)
+        folder = s.value("recording/folder", "") or str(default_recording_folder())
+        self.folder_edit.setText(str(folder))
+        self.rundown.set_segments(load_user_rundown())
+        self.rundown.changed.connect(self._save_rundown_soon)
+        self._rundown_timer = QTimer(self, singleShot=True, interval=1500)
+        self._rundown_timer.timeout.connect(self._save_rundown)
+        if anchor is None:
+            saved = s.value("anchor/path", "")
+            anchor = Path(saved) if saved and Path(saved).is_file() else None
+        self._requested_anchor = anchor
+        self.bridge.send(rt.LoadAnchor(anchor))
+        if Path(str(folder)).is_dir():
+            self.bridge.send(rt.RecoverRecordings(Path(str(folder))))
+        self._fill_microphones()
+
+    def _fill_microphones(self) -> None:
+        devices = list_input_devices()
+        self.mic_combo.blockSignals(True)
+        self.mic_combo.clear()
+        if not devices:
+            self.mic_combo.addItem("No input device")
+            self.mic_combo.setEnabled(False)
+            self.mic_meter.enabled_input = False
+            self._set_role(self.mic_status, "notice")
+            self.mic_status.setText("No input device: connect a microphone or start a sound server.")
+            self.mic_combo.blockSignals(False)
+            return
+        self.mic_combo.addItem("Off", "")
+        for d in devices:
+            self.mic_combo.addItem(d.name, d.name)
+        saved = self.settings.value("audio/microphone", None)
+        idx = self.mic_combo.findData(saved) if saved is not None else -1
+        self.mic_combo.setCurrentIndex(idx if idx >= 0 else min(1, self.mic_combo.count() - 1))
+        self.mic_combo.blockSignals(False)
+        self.mic_combo.currentIndexChanged.connect(self._mic_changed)
+        self._mic_changed()
+
+    # -- user actions ---------------------------------------------------------------------------------------------
+
+    def load_anchor(self, path: Path | None) -> None:
+        self.anchor_error.setVisible(False)
+        self.anchor_progress.setValue(0)
+        self.anchor_progress.setVisible(True)
+        self.anchor_status.setText(f"Preparing {path.name if path else 'the default anchor'}…")
+        self._requested_anchor = path
+        self.bridge.send(rt.LoadAnchor(path))
+
+    def open_anchor_dialog(self) -> None:
+        start = str(self._requested_anchor.parent) if self._requested_anchor else str(Path.home())
+        name, _ = QFileDialog.getOpenFileName(self, "Open a portrait", start,
+                                              "Images (*.jpg *.jpeg *.png *.bmp *.webp *.tif *.tiff)")
+        if name:
+            self.load_anchor(Path(name))
+
+    def _go_live(self, rows: list, segments: list) -> None:
+        self.live_stall_max_ms = 0.0
+        self.bridge.send(rt.GoLive(tuple(segments), tuple(rows)))
+        self.rundown.set_live(True)
+        self.teleprompter.show_waiting("Preparing speech…")
+
+    def toggle_recording(self) -> None:
+        if self.recording_path is not None:
+            self.bridge.send(rt.StopRecording())
+            self.record_status.setText("Finishing the file…")
+            return
+        folder = Path(self.folder_edit.text().strip() or default_recording_folder()).expanduser()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._show_record_error(f"Cannot create {folder}: {exc.strerror}. Choose another folder.")
+            return
+        self.settings.setValue("recording/folder", str(folder))
+        self.bridge.send(rt.StartRecording(folder))
+
+    def _choose_folder(self) -> None:
+        name = QFileDialog.getExistingDirectory(self, "Folder for recordings", self.folder_edit.text())
+        if name:
+            self.folder_edit.setText(name)
+            self.settings.setValue("recording/folder", name)
+
+    def _voice_changed(self, name: str) -> None:
+        if name:
+            self.bridge.send(rt.SetVoice(name))
+            self.settings.setValue("speech/voice", name)
+
+    def _mic_changed(self, *args) -> None:
+        name = self.mic_combo.currentData()
+        self.settings.setValue("audio/microphone", name)
+        self.bridge.send(rt.SetMicrophone(name))
+        self.mic_meter.enabled_input = bool(name)
+        self.mic_status.setText("Opening…" if name else "Microphone off.")
+
+    def _save_rundown_soon(self) -> None:
+        self._rundown_timer.start()
+
+    def _save_rundown(self) -> None:
+        try:
+            save_rundown(self.rundown.segments())
+        except Exception as exc:  # InputError with a message; never lose the window over a save
+            self.statusBar().showMessage(str(exc), 8000)
+
+    # -- drag and drop ------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _dropped_image(event) -> Path | None:
+        md = event.mimeData()
+        if not md.hasUrls():
+            return None
+        for url in md.urls():
+            p = Path(url.toLocalFile())
+            if p.suffix.lower() in IMAGE_SUFFIXES:
+                return p
+        return None
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt)
+        if self._dropped_image(event) is not None:
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802 (Qt)
+        path = self._dropped_image(event)
+        if path is not None:
+            event.acceptProposedAction()
+            self.load_anchor(path)
+
+    # -- the one timer ------------------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        late = self.stall.tick()
+        if self.state in (RuntimeState.LIVE, RuntimeState.PREPARING):
+            self.live_stall_max_ms = max(self.live_stall_max_ms, late)
+        self._ticks += 1
+        frame = self.runtime.latest_frame()
+        if frame is not None and frame.index != self._last_frame_index:
+            self._last_frame_index = frame.index
+            self.preview.view.set_frame(frame.image)
+            self.runtime.note_displayed(frame)
+            if self._want_thumbnail:
+                self._want_thumbnail = False
+                self._set_thumbnail(frame.image)
+        self.mic_meter.set_level(self.runtime.input_level_dbfs())
+        if self._ticks % TELEMETRY_EVERY_TICKS == 0:
+            self._refresh_telemetry()
+
+    def _refresh_telemetry(self) -> None:
+        t = self.runtime.telemetry()
+        self.telemetry = t
+        self.preview.set_telemetry(t)
+        self.status_fps.setText(f"{t.fps_shown:.1f} / {t.fps_target:.0f} fps")
+        self.status_device.setText(f"device: {t.device}")
+        self.status_stall.setText(f"GUI stall {self.stall.recent_stall_ms:.0f} ms"
+                                  + (f" · on air max {self.live_stall_max_ms:.0f} ms" if self.live_stall_max_ms else ""))
+        if t.segment_index >= 0:
+            self.teleprompter.set_word(t.word_index)
+        if self.recording_path is not None:
+            secs = int(t.recording_s)
+            self.record_time.setText(f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}")
+        if math.isfinite(t.input_level_dbfs) and self.mic_combo.currentData():
+            self.mic_status.setText(f"{t.input_level_dbfs:.0f} dBFS")
+
+    def _set_thumbnail(self, image: np.ndarray) -> None:
+        h, w = image.shape[:2]
+        arr = np.ascontiguousarray(image)
+        qimg = QImage(arr.data, w, h, 3 * w, QImage.Format_RGB888).copy()
+        self.anchor_thumb.setPixmap(QPixmap.fromImage(qimg).scaled(86, 86, Qt.KeepAspectRatio,
+                                                                    Qt.SmoothTransformation))
+
+    # -- runtime events -----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _set_role(label: QLabel, role: str) -> None:
+        label.setProperty("role", role)
+        theme.repolish(label)
+
+    def _on_event(self, e: rt.Event) -> None:
+        if isinstance(e, rt.AnchorProgress):
+            self.anchor_progress.setVisible(True)
+            self.anchor_progress.setValue(int(round(e.fraction * 100)))
+            self.anchor_status.setText(e.message)
+        elif isinstance(e, rt.AnchorLoaded):
+            self.anchor_name = e.name
+            self.setWindowTitle(f"{APP_TITLE} — {e.name}")
+            self.anchor_label.setText(e.name)
+            self.anchor_progress.setVisible(False)
+            self.anchor_status.setText("On air" if self.state == RuntimeState.LIVE else "Ready")
+            self.anchor_error.setVisible(False)
+            self.settings.setValue("anchor/path", str(e.path) if e.path else "")
+            self._want_thumbnail = True
+        elif isinstance(e, rt.AnchorFailed):
+            self.anchor_progress.setVisible(False)
+            kept = f" {e.kept_anchor} stays on air." if e.kept_anchor else ""
+            self.anchor_error.setText(f"{e.message}{kept}")
+            self.anchor_error.setVisible(True)
+            self.anchor_status.setText("")
+            self.statusBar().showMessage(f"Anchor not loaded: {e.message}", 10000)
+            if not self.anchor_name and e.path is not None:
+                self.bridge.send(rt.LoadAnchor(None))  # never leave the producer without a face
+        elif isinstance(e, rt.StateChanged):
+            self._on_state(e.state)
+        elif isinstance(e, rt.AudioOutputStatus):
+            self.audio_output_ok = e.clock_source == ClockSource.AUDIO_OUTPUT
+            if self.audio_output_ok:
+                self.status_audio.setText(f"audio: {e.message}")
+                self.preview.source_label.setText(f"Audio: {e.message} (audio clock)")
+            else:
+                self.status_audio.setText(f"<span style='color:{theme.WARN}'>No audio output</span>")
+                self.preview.source_label.setText(e.message)
+                self._set_role(self.preview.source_label, "notice")
+        elif isinstance(e, rt.VoicesListed):
+            names = [v.name for v in e.voices]
+            self.voice_combo.blockSignals(True)
+            self.voice_combo.clear()
+            self.voice_combo.addItems(names)
+            saved = self.settings.value("speech/voice", "piper:joe")
+            if saved in names:
+                self.voice_combo.setCurrentText(saved)
+            self.voice_combo.blockSignals(False)
+            self._voice_changed(self.voice_combo.currentText())
+            self.rundown.set_voices(names)
+            self.voice_note.setText(f"{len(names)} voices installed" if names else "No voices installed.")
+        elif isinstance(e, rt.MicrophoneStatus):
+            self._set_role(self.mic_status, "muted" if e.ok or e.message == "Microphone off." else "notice")
+            self.mic_status.setText(f"Listening: {e.device_name}" if e.ok else e.message)
+        elif isinstance(e, rt.SegmentStarted):
+            title = ""
+            item = self.rundown.list.item(e.rundown_row)
+            if item is not None:
+                title = item.data(Qt.UserRole).title
+            self.teleprompter.set_segment(title, e.text, e.words)
+            self.rundown.mark_on_air(e.rundown_row)
+        elif isinstance(e, rt.SegmentFailed):
+            self.statusBar().showMessage(f"Segment {e.rundown_row + 1} skipped: {e.message}", 10000)
+        elif isinstance(e, rt.RundownFinished):
+            self.rundown.set_live(False)
+            self.rundown.mark_on_air(-1)
+            self.teleprompter.show_waiting("Rundown finished. Select segments and press Go live.")
+        elif isinstance(e, rt.RecordingStarted):
+            self.recording_path = e.path
+            self.record_button.setText("■  STOP RECORDING  (R)")
+            self.record_button.setProperty("recording", True)
+            theme.repolish(self.record_button)
+            self._set_role(self.record_status, "muted")
+            self.record_status.setText(f"Recording to {e.path.name}")
+        elif isinstance(e, rt.RecordingStopped):
+            self._recording_ended()
+            self.last_recording = e.path
+            self.record_status.setText(f"Saved {e.path.name} ({e.duration_s:.1f} s)")
+        elif isinstance(e, rt.RecordingFailed):
+            self._recording_ended()
+            self._show_record_error(e.message)
+        elif isinstance(e, rt.RecordingsRecovered):
+            names = ", ".join(p.name for p in e.paths)
+            self.statusBar().showMessage(f"Recovered recordings cut short last time: {names}", 15000)
+        elif isinstance(e, rt.Error):
+            self.statusBar().showMessage(e.message, 15000)
+
+    def _on_state(self, state: RuntimeState) -> None:
+        self.state = state
+        colour = {RuntimeState.LIVE: theme.ON_AIR, RuntimeState.PREPARING: theme.WARN, RuntimeState.IDLE: theme.READY,
+                  RuntimeState.PAUSED: theme.WARN}.get(state, theme.MUTED)
+        self.status_state.setText(f"<span style='color:{colour}'>●</span> {state.label}")
+        live = state in (RuntimeState.LIVE, RuntimeState.PREPARING)
+        self.rundown.set_live(live)
+        if state == RuntimeState.IDLE and self.teleprompter.current_word >= 0:
+            self.teleprompter.show_waiting("Select segments and press Go live.")
+        if state == RuntimeState.NO_ANCHOR:
+            self.preview.view.message = "No anchor: open a portrait (Ctrl+O) or drop one here."
+            self.preview.view.update()
+
+    def _recording_ended(self) -> None:
+        self.recording_path = None
+        self.record_button.setText("●  RECORD  (R)")
+        self.record_button.setProperty("recording", False)
+        theme.repolish(self.record_button)
+
+    def _show_record_error(self, message: str) -> None:
+        self._set_role(self.record_status, "error")
+        self.record_status.setText(message)
+
+    # -- closing --------------------------------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt)
+        if not self._closing:
+            self._closing = True
+            self.timer.stop()
+            self.settings.setValue("window/geometry", self.saveGeometry())
+            self.settings.setValue("window/state", self.saveState())
+            self.settings.sync()
+            self._save_rundown()
+            self.bridge.shutdown()  # closes the recording into a playable file, then quit() + wait()
+        super().closeEvent(event)

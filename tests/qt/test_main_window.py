@@ -1,0 +1,138 @@
+"""The studio window driven offscreen: anchor, go live, record, a bad anchor, no sound device.
+
+One window is shared by the tests of this module (building a renderer costs seconds on 2 cores); its runtime runs
+in a QThread that is quit() and wait()ed when the module ends. eSpeak voices keep speech fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from PySide6.QtCore import QSettings, Qt
+
+from studio.pipeline.rundown import Segment
+from studio.pipeline.runtime import RuntimeSettings
+from studio.pipeline.telemetry import ClockSource, RuntimeState
+from studio.ui.main_window import MainWindow
+from studio.ui.theme import apply_theme
+
+pytestmark = pytest.mark.qt
+
+FPS = 25.0
+SEGMENTS = [
+    Segment("One", "Good evening. Here is the news, read by a test voice, slowly and clearly.", "espeak:en-us"),
+    Segment("Two", "The weather stays fine all week, with light winds and clear skies.", "espeak:en-us"),
+]
+
+
+def _has_audio_output() -> bool:
+    try:
+        import sounddevice as sd
+
+        return any(d["max_output_channels"] > 0 for d in sd.query_devices())
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="module")
+def window(qapp, tmp_path_factory: pytest.TempPathFactory):
+    apply_theme(qapp)
+    ini = tmp_path_factory.mktemp("settings") / "studio.ini"
+    settings = RuntimeSettings(size_px=128, fps=FPS, batch_frames=2, warm_up_voice=False,
+                               default_voice="espeak:en-us")
+    w = MainWindow(runtime_settings=settings, settings=QSettings(str(ini), QSettings.IniFormat))
+    w.resize(1280, 800)
+    w.show()
+    yield w
+    w.close()
+    assert not w.bridge.running  # the runtime's QThread was quit() and wait()ed
+
+
+def _wait_for_anchor(qtbot, w: MainWindow) -> None:
+    qtbot.waitUntil(lambda: w.anchor_name != "" and w.runtime.latest_frame() is not None, timeout=90_000)
+
+
+def _frame_index(w: MainWindow) -> int:
+    f = w.runtime.latest_frame()
+    return -1 if f is None else f.index
+
+
+def test_window_shows_the_anchor(qtbot, window: MainWindow) -> None:
+    _wait_for_anchor(qtbot, window)
+    assert window.windowTitle() == f"NewsStudio — {window.anchor_name}"
+    first = _frame_index(window)
+    qtbot.waitUntil(lambda: _frame_index(window) > first + 3, timeout=20_000)  # idling: frames keep coming
+    image = window.preview.view.grab().toImage()
+    assert image.width() > 0
+
+
+def test_go_live_record_3_s_and_stop(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    _wait_for_anchor(qtbot, window)
+    window.rundown.set_segments(SEGMENTS)
+    window.folder_edit.setText(str(tmp_path))
+    window.rundown.list.setCurrentRow(0)
+    window.rundown.toggle_live()
+    qtbot.waitUntil(lambda: window.state == RuntimeState.LIVE, timeout=30_000)
+    qtbot.waitUntil(lambda: window.telemetry is not None and window.telemetry.segment_index == 0, timeout=30_000)
+    window.toggle_recording()
+    qtbot.waitUntil(lambda: window.recording_path is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: window.telemetry.recording_s >= 3.0, timeout=60_000)
+    window.toggle_recording()
+    qtbot.waitUntil(lambda: window.last_recording is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.teleprompter.current_word >= 0, timeout=30_000)
+    window.rundown.toggle_live()  # stop
+    qtbot.waitUntil(lambda: window.state == RuntimeState.IDLE, timeout=10_000)
+
+    path = window.last_recording
+    assert path.parent == tmp_path and path.suffix == ".mp4"
+    assert not list(tmp_path.glob(".*.part"))
+    with av.open(str(path)) as c:
+        v, a = c.streams.video[0], c.streams.audio[0]
+        n_frames = sum(1 for _ in c.decode(video=0))
+    with av.open(str(path)) as c:
+        audio = np.concatenate([f.to_ndarray().reshape(-1) for f in c.decode(audio=0)])
+        rate = c.streams.audio[0].rate
+    video_s = n_frames / FPS
+    audio_s = len(audio) / rate
+    assert v.width == 128 and v.height == 128
+    assert 3.0 <= video_s <= 6.0
+    assert abs(audio_s - video_s) <= 1024 / rate + 1 / FPS  # same length, within one AAC frame and one video frame
+    assert np.sqrt(np.mean(audio**2)) > 0.01  # the speech is in the file, not silence
+
+
+def test_bad_anchor_keeps_the_previous_one(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    _wait_for_anchor(qtbot, window)
+    name = window.anchor_name
+    bad = tmp_path / "not-a-photo.png"
+    bad.write_text("this is not an image")
+    window.load_anchor(bad)
+    qtbot.waitUntil(lambda: window.anchor_error.isVisible(), timeout=30_000)
+    assert "not-a-photo.png" in window.anchor_error.text() and name in window.anchor_error.text()
+    assert window.anchor_name == name and window.windowTitle().endswith(name)
+    before = _frame_index(window)
+    qtbot.waitUntil(lambda: _frame_index(window) > before + 3, timeout=20_000)  # the old anchor keeps going
+
+
+def test_no_sound_device_runs_on_its_own_clock(qtbot, window: MainWindow) -> None:
+    if _has_audio_output():
+        pytest.skip("this machine has an audio output")
+    _wait_for_anchor(qtbot, window)
+    assert window.runtime.telemetry().clock_source == ClockSource.MONOTONIC
+    assert "No audio output" in window.status_audio.text()
+    assert "No audio output" in window.preview.source_label.text()
+    t0 = window.runtime.clock_s()
+    qtbot.waitUntil(lambda: window.runtime.clock_s() > t0 + 0.5, timeout=5_000)
+
+
+def test_space_toggles_live(qtbot, window: MainWindow) -> None:
+    _wait_for_anchor(qtbot, window)
+    window.rundown.set_segments(SEGMENTS[1:])
+    window.rundown.list.setFocus()
+    window.activateWindow()
+    qtbot.keyClick(window.rundown.list, Qt.Key_Space)
+    qtbot.waitUntil(lambda: window.state in (RuntimeState.PREPARING, RuntimeState.LIVE), timeout=10_000)
+    qtbot.keyClick(window.rundown.list, Qt.Key_Space)
+    qtbot.waitUntil(lambda: window.state == RuntimeState.IDLE, timeout=10_000)
