@@ -58,9 +58,10 @@ class WarpRenderer(nn.Module):
         img = _resize_float(anchor.render_image, size_px)  # 3 x S x S
         bg = _resize_float(anchor.background, size_px)
         mask = _resize_float((anchor.mask * 255).astype(np.uint8)[..., None], size_px)
-        # Premultiplied person (RGB * mask, mask) and background, in 0..255 with +0.5 so truncation rounds.
-        self.register_buffer("person_pm", torch.cat([img * mask * 255.0, mask], 0)[None])  # 1 x 4 x S x S
+        # Portrait and background in 0..255 with +0.5, so that truncation to uint8 rounds.
+        self.register_buffer("image", img[None] * 255.0 + 0.5)  # 1 x 3 x S x S
         self.register_buffer("background", bg[None] * 255.0 + 0.5)  # 1 x 3 x S x S
+        self.register_buffer("mask", mask[None])  # 1 x 1 x S x S, person
         lid = _resize_float(anchor.lid_image, size_px)
         eyes = torch.stack([_resize_float((m * 255).astype(np.uint8)[..., None], size_px)[0] for m in anchor.eye_masks])
         self.register_buffer("lid_src", torch.cat([lid * 255.0 + 0.5, eyes], 0)[None])  # 1 x 5 x S x S
@@ -168,8 +169,9 @@ class WarpRenderer(nn.Module):
 
     # -- warp ---------------------------------------------------------------------------------------------------
 
-    def backward_map(self, targets: torch.Tensor) -> torch.Tensor:
-        """B x S x S x 2 normalized source coordinates for every output pixel, given B x V x 2 vertex targets."""
+    def backward_map(self, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """For B x V x 2 vertex targets: B x S x S x 2 normalized source coordinates of every output pixel, and the
+        B x 1 x S x S person mask carried along (sampled at field resolution, upsampled with the map)."""
         b, g = targets.shape[0], self.field
         src = torch.cat([self.lm_src[:, :2], self.frame_src], 0)
         disp = targets - src  # B x V x 2
@@ -193,9 +195,15 @@ class WarpRenderer(nn.Module):
             uy = (-j10 * rx + j00 * ry) / det
             p = p - torch.stack([ux, uy], -1).clamp(-4 * step, 4 * step)
         # Normalize at field resolution: bilinear upsampling commutes with this affine map.
-        norm = _pix_to_norm(p, self.size).permute(0, 3, 1, 2)
-        full = F.interpolate(norm, size=(self.size, self.size), mode="bilinear", align_corners=False)
-        return full.permute(0, 2, 3, 1)
+        norm = _pix_to_norm(p, self.size)  # B x G x G x 2
+        mask = F.grid_sample(self.mask.expand(b, -1, -1, -1), norm, mode="bilinear", padding_mode="border",
+                             align_corners=False)  # B x 1 x G x G
+        # Contiguous 2- and 1-channel inputs take the fast upsampling path (measured: a permuted input or a
+        # 3-channel stack is 4x slower on the CPU).
+        size = (self.size, self.size)
+        grid = F.interpolate(norm.permute(0, 3, 1, 2).contiguous(), size=size, mode="bilinear", align_corners=False)
+        mask = F.interpolate(mask, size=size, mode="bilinear", align_corners=False)
+        return grid.permute(0, 2, 3, 1), mask
 
     # -- mouth interior -----------------------------------------------------------------------------------------
 
@@ -318,10 +326,10 @@ class WarpRenderer(nn.Module):
         b = coeffs.shape[0]
         full = self.landmarks(coeffs)
         targets = torch.cat([full, self._frame_targets(coeffs)], 1)
-        grid = self.backward_map(targets)
-        warped = F.grid_sample(self.person_pm.expand(b, -1, -1, -1), grid, mode="bilinear", padding_mode="border",
-                               align_corners=False)
-        frames = torch.addcmul(warped[:, :3], self.background, 1 - warped[:, 3:4])
+        grid, mask = self.backward_map(targets)
+        warped = F.grid_sample(self.image.expand(b, -1, -1, -1), grid, mode="bilinear", padding_mode="border",
+                               align_corners=False)  # 3 channels: the fast sampling path
+        frames = torch.lerp(self.background, warped, mask)  # the person over the untouched background
         frames = self.eyelids(frames, grid, full, coeffs)
         rest = self.landmarks(coeffs, mouth_scale=0.0)
         jaw = self.landmarks(coeffs, jaw_only=True)
