@@ -22,7 +22,7 @@ from studio.presenter import landmarks as lm
 
 log = logging.getLogger(__name__)
 
-ANCHOR_FORMAT_VERSION = 5
+ANCHOR_FORMAT_VERSION = 6
 DEFAULT_ANCHOR_NAME = "Astronaut (default)"
 
 Progress = Callable[[float, str], None]
@@ -215,7 +215,7 @@ def _mouth_material(image: np.ndarray, pts: np.ndarray) -> MouthMaterial:
         # Synthesize from the face's own colours: a warm off-white a little brighter than the skin.
         cheeks = img[int(pts[lm.CHEEK_LEFT, 1]), int(pts[lm.CHEEK_LEFT, 0]):int(pts[lm.CHEEK_RIGHT, 0])]
         skin_v = float(cheeks.max(axis=1).mean()) if len(cheeks) else 0.7
-        teeth_rgb = np.array([0.93, 0.90, 0.82], np.float32) * min(1.0, 0.35 + 0.75 * skin_v)
+        teeth_rgb = np.array([0.95, 0.89, 0.78], np.float32) * min(1.0, 0.45 + 0.7 * skin_v)
     cavity = np.clip(lip_rgb * 0.34 + np.array([0.04, 0.0, 0.0]), 0, 1)
     tongue = np.clip(lip_rgb * 0.75 + np.array([0.12, 0.02, 0.04]), 0, 1)
     return MouthMaterial(tuple(map(float, teeth_rgb)), tuple(map(float, cavity)), tuple(map(float, tongue)),

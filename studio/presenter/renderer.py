@@ -247,7 +247,7 @@ class WarpRenderer(nn.Module):
         jaw_drop = (self._chain_y(jaw, lm.INNER_LOWER_LIP, xs) - self._chain_y(rest, lm.INNER_LOWER_LIP, xs)).unsqueeze(1)
         fh = self.face_h
         upper_edge = rest_line + 0.022 * fh
-        lower_edge = rest_line + jaw_drop.clamp(min=0) + 0.016 * fh
+        lower_edge = rest_line + jaw_drop.clamp(min=0) - 0.010 * fh  # lower incisors peek over the lower lip
         lower_bottom = lower_edge + 0.07 * fh
         mid = (left + right) / 2
         half = ((right - left) / 2).clamp(min=1.0)
@@ -263,10 +263,11 @@ class WarpRenderer(nn.Module):
             for s in ((1.0,) if bnd == 0 else (1.0, -1.0)):
                 gaps = gaps + torch.exp(-(((u - s * bnd) / width) ** 2))
         tooth_shade = side_shade * (1 - 0.12 * gaps.clamp(0, 1))
-        edge_up = 1 - 0.25 * torch.exp(-((upper_edge - ys).clamp(min=0) / (0.01 * fh)))  # incisal edges a bit darker
-        edge_lo = 1 - 0.25 * torch.exp(-((ys - lower_edge).clamp(min=0) / (0.01 * fh)))
-        teeth_up = self.teeth_rgb * (tooth_shade * edge_up).unsqueeze(1)
-        teeth_lo = self.teeth_rgb * (0.92 * tooth_shade * edge_lo).unsqueeze(1)
+        edge_up = 1 - 0.15 * torch.exp(-((upper_edge - ys).clamp(min=0) / (0.01 * fh)))  # incisal edges a bit darker
+        edge_lo = 1 - 0.15 * torch.exp(-((ys - lower_edge).clamp(min=0) / (0.01 * fh)))
+        # Shaded teeth take the warm colour of the mouth around them, not grey.
+        teeth_up = torch.lerp(self.cavity_rgb, self.teeth_rgb, (tooth_shade * edge_up).unsqueeze(1))
+        teeth_lo = torch.lerp(self.cavity_rgb, self.teeth_rgb, (0.9 * tooth_shade * edge_lo).unsqueeze(1))
         # Cavity: dark, darkest in the middle of the gap; tongue hump rising from behind the lower teeth.
         gap = (lower_edge - upper_edge).clamp(min=1.0)
         depth = 1 - 0.45 * torch.exp(-(((ys - (upper_edge + lower_edge) / 2) / (0.45 * gap)) ** 2))
@@ -278,8 +279,8 @@ class WarpRenderer(nn.Module):
         interior = interior * (1 - is_lower.unsqueeze(1)) + teeth_lo * is_lower.unsqueeze(1)
         interior = interior * (1 - is_upper.unsqueeze(1)) + teeth_up * is_upper.unsqueeze(1)
         # The lips shade what is just inside them.
-        lip_shadow = 1 - 0.35 * torch.exp(-((ys - y_up).clamp(min=0) / (0.012 * fh))) \
-                       - 0.2 * torch.exp(-((y_lo - ys).clamp(min=0) / (0.01 * fh)))
+        lip_shadow = 1 - 0.22 * torch.exp(-((ys - y_up).clamp(min=0) / (0.010 * fh))) \
+                       - 0.15 * torch.exp(-((y_lo - ys).clamp(min=0) / (0.01 * fh)))
         interior = interior * lip_shadow.clamp(0.3, 1).unsqueeze(1) * 255.0 + 0.5
         a = alpha.unsqueeze(1)
         frames[:, :, y0:y1, x0:x1] = roi * (1 - a) + interior * a
