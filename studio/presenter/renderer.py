@@ -113,6 +113,18 @@ class WarpRenderer(nn.Module):
         self.register_buffer("cavity_rgb", torch.tensor(mat.cavity_rgb, dtype=torch.float32).view(1, 3, 1, 1))
         self.register_buffer("tongue_rgb", torch.tensor(mat.tongue_rgb, dtype=torch.float32).view(1, 3, 1, 1))
         self.mouth_width = float(mw)
+        # True: no host synchronisation and fixed shapes in forward (every frame goes through the blink and mouth
+        # paths, where a zero weight leaves it unchanged), so that a CUDA graph can capture it. Same pixels either way.
+        self.static_shapes = False
+        self._index_cache: dict[tuple, torch.Tensor] = {}
+
+    def _idx(self, items: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        """A device index tensor for a fixed index list, made once (no host-to-device copy inside a graph)."""
+        key = (items, str(device))
+        t = self._index_cache.get(key)
+        if t is None:
+            t = self._index_cache[key] = torch.tensor(items, dtype=torch.long, device=device)
+        return t
 
     # -- geometry -------------------------------------------------------------------------------------------------
 
@@ -131,7 +143,7 @@ class WarpRenderer(nn.Module):
     def _mouth_weights(self, c: torch.Tensor) -> torch.Tensor:
         """B x L weights of the local bases; pressing the lips cancels the opening."""
         press = c[:, Coeff.LIP_PRESS].clamp(0, 1)
-        w = c[:, list(LOCAL_COEFFS)].clone()
+        w = c[:, self._idx(tuple(LOCAL_COEFFS), c.device)].clone()
         opening = 1 - press
         w[:, 0] = w[:, 0].clamp(min=0) * opening  # jaw
         w[:, 1] = w[:, 1].clamp(min=0) * opening  # part
@@ -209,8 +221,9 @@ class WarpRenderer(nn.Module):
 
     def _chain_y(self, pts: torch.Tensor, chain: tuple[int, ...], xs: torch.Tensor) -> torch.Tensor:
         """B x W: y of a lip chain (left-to-right) at columns xs, linear between landmarks."""
-        cx = torch.cummax(pts[:, list(chain), 0], dim=1).values.contiguous()
-        cy = pts[:, list(chain), 1]
+        idx = self._idx(tuple(chain), pts.device)
+        cx = torch.cummax(pts[:, idx, 0], dim=1).values.contiguous()
+        cy = pts[:, idx, 1]
         q = xs.unsqueeze(0).expand(pts.shape[0], -1).contiguous()
         i = torch.searchsorted(cx, q).clamp(1, len(chain) - 1)
         x0, x1 = cx.gather(1, i - 1), cx.gather(1, i)
@@ -240,7 +253,7 @@ class WarpRenderer(nn.Module):
         line = torch.exp(-(((ys - meet) / (0.9 * feather)) ** 2)) * (1 - opened) * inside_x
         roi = frames[:, :, y0:y1, x0:x1]
         roi.mul_(1 - 0.38 * line.unsqueeze(1))
-        if float(alpha.max()) <= 0:
+        if not self.static_shapes and float(alpha.max()) <= 0:
             return frames
         # Teeth edges: upper incisors hang from the skull just below the closed-lip line; lower ones ride the jaw.
         rest_line = self._chain_y(rest, lm.INNER_UPPER_LIP, xs).unsqueeze(1)
@@ -294,11 +307,15 @@ class WarpRenderer(nn.Module):
         closing = torch.stack([c[:, Coeff.BLINK_L], c[:, Coeff.BLINK_R]], 1)
         cover = ((closing - 0.7) / 0.25).clamp(0, 1)
         cover = cover * cover * (3 - 2 * cover)  # smoothstep: B x 2
-        rows = torch.nonzero(cover.max(1).values > 0).flatten()
-        if rows.numel() == 0:
-            return frames
+        if self.static_shapes:
+            rows, n_rows = slice(None), cover.shape[0]
+        else:
+            rows = torch.nonzero(cover.max(1).values > 0).flatten()
+            n_rows = rows.numel()
+            if n_rows == 0:
+                return frames
         x0, x1, y0, y1 = self.eye_roi
-        sub = F.grid_sample(self.lid_src.expand(len(rows), -1, -1, -1), grid[rows, y0:y1, x0:x1],
+        sub = F.grid_sample(self.lid_src.expand(n_rows, -1, -1, -1), grid[rows, y0:y1, x0:x1],
                             mode="bilinear", padding_mode="border", align_corners=False)  # R x 5 x h x w
         a = (sub[:, 3] * cover[rows, 0, None, None] + sub[:, 4] * cover[rows, 1, None, None]).clamp(0, 1)
         # The lashes of the closed lid: a soft dark line where the upper lid margin came to rest.
@@ -324,10 +341,20 @@ class WarpRenderer(nn.Module):
 
     def forward(self, coeffs: torch.Tensor) -> torch.Tensor:
         """B x N_COEFFS -> B x 3 x S x S in 0..255 (+0.5: truncate to round), not clamped."""
-        b = coeffs.shape[0]
+        grid, mask = self.warp_field(coeffs)
+        return self.compose(coeffs, grid, mask)
+
+    def warp_field(self, coeffs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The geometry half of ``forward``: B x S x S x 2 sampling grid and B x 1 x S x S person mask (the part a
+        frame interpolator may interpolate between keyframes instead of recomputing)."""
         full = self.landmarks(coeffs)
         targets = torch.cat([full, self._frame_targets(coeffs)], 1)
-        grid, mask = self.backward_map(targets)
+        return self.backward_map(targets)
+
+    def compose(self, coeffs: torch.Tensor, grid: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The pixel half of ``forward``: sample the portrait through ``grid``, composite, blinks, mouth interior."""
+        b = coeffs.shape[0]
+        full = self.landmarks(coeffs)
         warped = F.grid_sample(self.image.expand(b, -1, -1, -1), grid, mode="bilinear", padding_mode="border",
                                align_corners=False)  # 3 channels: the fast sampling path
         frames = torch.lerp(self.background, warped, mask)  # the person over the untouched background

@@ -1,0 +1,121 @@
+"""Sparse keyframes + motion-space interpolation for the built-in warp engine, with an adaptive fallback.
+
+Keyframes (every ``stride`` output frames) are generated in full: warp field (landmarks, mesh field, Newton inversion)
+and pixels. In-between frames interpolate the keyframes' warp fields (grid and person mask) linearly and re-render the
+pixels with their own coefficients (blinks and the mouth interior stay exact). Where the motion between two keyframes
+is not close to linear - the landmarks of the true coefficients are more than ``max_error_px`` away from the linear
+interpolation of the keyframes' landmarks - the gap falls back to full generation.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KeyPlan:
+    """Which output frames of a span are generated in full (``full``), and for the others the keyframes around them
+    and the interpolation weight: frame i = lerp(field[prev[i]], field[next[i]], weight[i])."""
+
+    full: np.ndarray  # T bool
+    prev: np.ndarray  # T int (span index of the keyframe before)
+    next: np.ndarray  # T int
+    weight: np.ndarray  # T float32 in (0, 1)
+    fallback_frames: int  # in-between frames generated in full by the adaptive rule
+
+
+def plan_keys(landmarks_px: torch.Tensor, strides: np.ndarray, max_error_px: float) -> KeyPlan:
+    """Plan one span of T frames whose last frame is a keyframe.
+
+    landmarks_px: T x 478 x 2 landmarks of the true coefficients (cheap: no pixels). strides: T int, the stride wanted
+    at each frame (e.g. larger in silence). Keyframes: frame 0, then every stride frames, and the last frame.
+    """
+    t = landmarks_px.shape[0]
+    full = np.zeros(t, bool)
+    i = 0
+    keys = [0]
+    while i < t - 1:
+        i = min(t - 1, i + max(1, int(strides[i])))
+        keys.append(i)
+    full[keys] = True
+    prev = np.arange(t)
+    nxt = np.arange(t)
+    weight = np.zeros(t, np.float32)
+    fallback = 0
+    lm = landmarks_px
+    for k0, k1 in zip(keys[:-1], keys[1:]):
+        if k1 - k0 < 2:
+            continue
+        idx = np.arange(k0 + 1, k1)
+        w = torch.tensor((idx - k0) / (k1 - k0), dtype=lm.dtype, device=lm.device).view(-1, 1, 1)
+        lerp = lm[k0:k0 + 1] + (lm[k1:k1 + 1] - lm[k0:k0 + 1]) * w
+        err = float((lerp - lm[k0 + 1:k1]).norm(dim=-1).max())
+        if err > max_error_px:
+            full[idx] = True
+            fallback += len(idx)
+            continue
+        prev[idx], nxt[idx], weight[idx] = k0, k1, (idx - k0) / (k1 - k0)
+    return KeyPlan(full, prev, nxt, weight, fallback)
+
+
+class MotionSpaceInterpolator:
+    """Renders a span of coefficients with keyframes + interpolated warp fields (see module docstring).
+
+    ``module`` is a ``WarpRenderer``; ``warp_field`` / ``compose`` may be given CUDA-graph versions of the same
+    calls (they take and return tensors of fixed shapes).
+    """
+
+    def __init__(self, module, max_error_px: float) -> None:
+        self.module = module
+        self.max_error_px = max_error_px
+        self.frames_full = 0
+        self.frames_interpolated = 0
+        self.frames_fallback = 0
+
+    @torch.inference_mode()
+    def render_span(self, coeffs: torch.Tensor, strides: np.ndarray,
+                    first_field: tuple[torch.Tensor, torch.Tensor] | None = None,
+                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Render frames 0..T-2 of a span of T coefficients (T x N_COEFFS; the last is the next span's first frame,
+        a keyframe whose field is returned for reuse as ``first_field``). Returns (T-1) x 3 x S x S frames in 0..255
+        (not clamped) and the last keyframe's (grid, mask)."""
+        m = self.module
+        plan = plan_keys(m.landmarks(coeffs), strides, self.max_error_px)
+        full_idx = np.flatnonzero(plan.full)  # includes 0 and T-1
+        need = full_idx[1:] if first_field is not None else full_idx
+        grid, mask = self.warp_field(coeffs[need])
+        if first_field is not None:
+            grid = torch.cat([first_field[0], grid])
+            mask = torch.cat([first_field[1], mask])
+        slot = {int(f): j for j, f in enumerate(full_idx)}
+        n_out = coeffs.shape[0] - 1
+        out = torch.empty((n_out, 3, m.size, m.size), device=coeffs.device, dtype=grid.dtype)
+        keys = full_idx[full_idx < n_out]
+        out[keys] = self.compose(coeffs[keys], grid[:len(keys)], mask[:len(keys)])
+        mid = np.flatnonzero(~plan.full)
+        if len(mid):
+            a = torch.tensor([slot[int(i)] for i in plan.prev[mid]], device=coeffs.device)
+            b = torch.tensor([slot[int(i)] for i in plan.next[mid]], device=coeffs.device)
+            w = torch.tensor(plan.weight[mid], device=coeffs.device, dtype=grid.dtype).view(-1, 1, 1, 1)
+            out[mid] = self.compose(coeffs[mid], torch.lerp(grid[a], grid[b], w), torch.lerp(mask[a], mask[b], w))
+        self.frames_full += len(keys)
+        self.frames_interpolated += len(mid)
+        self.frames_fallback += plan.fallback_frames
+        return out, (grid[-1:].clone(), mask[-1:].clone())
+
+    def warp_field(self, coeffs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.module.warp_field(coeffs)
+
+    def compose(self, coeffs: torch.Tensor, grid: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.module.compose(coeffs, grid, mask)
+
+
+def max_error_px(settings_error_at_512: float, size_px: int) -> float:
+    """The adaptive threshold scaled to the output size."""
+    return settings_error_at_512 * size_px / 512.0

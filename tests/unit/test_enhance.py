@@ -1,0 +1,114 @@
+"""Enhancement: the ncnn reader, RIFE's IFNet, keyframe planning, motion-space interpolation, quality metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from studio.enhance.interp import MotionSpaceInterpolator, plan_keys
+from studio.enhance.ncnn import NcnnNet, load_weights, parse_param
+from studio.enhance.quality import psnr, ssim
+from studio.errors import ModelLoadError
+
+
+def _fp16_blob(values: np.ndarray) -> bytes:
+    raw = values.astype(np.float16).tobytes()
+    raw += b"\0" * ((-len(raw)) % 4)
+    return np.array([0x01306B47], np.uint32).tobytes() + raw
+
+
+def test_ncnn_reader_runs_a_tiny_graph():
+    param = """7767517
+4 4
+Input in 0 1 data
+Convolution conv 1 1 data c 0=2 1=1 5=1 6=6
+Split sp 1 2 c c0 c1
+BinaryOp add 2 1 c0 c1 out 0=0
+"""
+    w = np.arange(6, dtype=np.float32).reshape(2, 3, 1, 1)
+    bias = np.array([1.0, -1.0], np.float32)
+    layers = parse_param(param)
+    net = NcnnNet(layers, load_weights(layers, _fp16_blob(w) + bias.tobytes()))
+    x = torch.ones(1, 3, 2, 2)
+    y = net(x)
+    expect = 2 * (torch.nn.functional.conv2d(x, torch.from_numpy(w), torch.from_numpy(bias)))
+    assert torch.allclose(y, expect)
+
+
+def test_ncnn_reader_rejects_wrong_sizes_and_layers():
+    layers = parse_param("7767517\n2 2\nInput in 0 1 data\nConvolution conv 1 1 data c 0=2 1=1 5=0 6=6\n")
+    with pytest.raises(ModelLoadError):
+        load_weights(layers, b"\0" * 3 * 4)  # tag + 2 floats: too short for 6 weights... and misaligned
+    with pytest.raises(ModelLoadError):
+        NcnnNet(parse_param("7767517\n1 1\nDeconvolution d 0 1 x\n"), {})
+
+
+def test_ifnet_accepts_the_4x_state_dict_layout():
+    from studio.enhance.rife import IFNet
+
+    net = IFNet().eval()
+    names = set(net.state_dict())
+    assert "block0.conv0.0.0.weight" in names and "block3.lastconv.0.weight" in names
+    assert net.state_dict()["block0.lastconv.0.weight"].shape == (192, 24, 4, 4)
+    a = torch.rand(1, 3, 64, 64)
+    with torch.inference_mode():
+        out = net(a, a, 0.5)
+    assert out.shape == a.shape
+
+
+def test_plan_keys_strides_and_adaptive_fallback():
+    t = 9
+    lm = torch.zeros(t, 4, 2)
+    lm[:, :, 0] = torch.arange(t, dtype=torch.float32).view(-1, 1)  # linear motion: interpolation is exact
+    plan = plan_keys(lm, np.full(t, 2), max_error_px=0.1)
+    assert plan.full.tolist() == [True, False] * 4 + [True]
+    assert plan.fallback_frames == 0
+    lm[3, :, 1] = 5.0  # a jump inside the gap 2..4
+    plan = plan_keys(lm, np.full(t, 2), max_error_px=0.1)
+    assert plan.full[3] and plan.fallback_frames == 1
+    assert plan.prev[5] == 4 and plan.next[5] == 6 and abs(plan.weight[5] - 0.5) < 1e-6
+
+
+@pytest.fixture(scope="module")
+def module():
+    from studio.presenter.anchor import build_anchor
+    from studio.presenter.renderer import Presenter, RenderSettings
+
+    return Presenter(build_anchor(), RenderSettings(size_px=128)).module
+
+
+def test_motion_space_interpolation_is_close_to_generated_frames(module):
+    from studio.bench.renderer_speed import _motion
+
+    c = torch.tensor(_motion(9)) * 0.3  # gentle motion
+    with torch.inference_mode():
+        ref = module(c).clamp(0, 255)
+        interp = MotionSpaceInterpolator(module, max_error_px=100.0)
+        out, last = interp.render_span(c, np.full(9, 2))
+    assert out.shape[0] == 8 and last[0].shape == (1, 128, 128, 2)
+    assert interp.frames_interpolated == 4
+    assert torch.equal(out[::2].clamp(0, 255), ref[:8:2])  # keyframes are generated frames
+    assert psnr(out.clamp(0, 255)[1::2], ref[1:8:2]) > 35.0
+
+
+def test_static_shapes_render_the_same_pixels(module):
+    from studio.bench.renderer_speed import _motion
+
+    c = torch.tensor(_motion(6))
+    c[2, :] = c[2, :]
+    with torch.inference_mode():
+        module.static_shapes = False
+        a = module(c)
+        module.static_shapes = True
+        b = module(c)
+        module.static_shapes = False
+    assert torch.equal(a, b)
+
+
+def test_quality_metrics():
+    a = torch.rand(1, 3, 32, 32) * 255
+    assert psnr(a, a) == 100.0 and abs(ssim(a, a) - 1.0) < 1e-5
+    noisy = (a + 8 * torch.randn_like(a)).clamp(0, 255)
+    assert 20 < psnr(noisy, a) < 40 and ssim(noisy, a) < 0.999
+    assert psnr(noisy, a, (0, 16, 0, 16)) < 60
