@@ -61,6 +61,8 @@ class LiveSettings:
         default=0, metadata={"help": "Torch CPU threads of the headless command; 0 = torch's default"}
     )
     recorder_queue_frames: int = field(default=8, metadata={"help": "Frames waiting for the encoder before drops"})
+    record_preset: str = field(default="ultrafast", metadata={"help": "libx264 preset of live recordings (real time)"})
+    record_threads: int = field(default=1, metadata={"help": "libx264 threads of live recordings (leave a core free)"})
     seed: int = 0
 
 
@@ -127,14 +129,16 @@ class LiveRecorder:
     dropped and counted (their slots repeat), audio is never dropped.
     """
 
-    def __init__(self, path: Path, size_px: int, fps: float, sample_rate_hz: int, max_queued_frames: int = 8) -> None:
-        from studio.encode import Mp4Writer
+    def __init__(self, path: Path, size_px: int, fps: float, sample_rate_hz: int, max_queued_frames: int = 8,
+                 preset: str = "ultrafast", encoder_threads: int = 1) -> None:
+        from studio.encode import EncodeSettings, Mp4Writer
 
         self.path = Path(path)
         self.fps = fps
         self.rate_hz = sample_rate_hz
         self.max_queued_frames = max_queued_frames
-        self._writer = Mp4Writer(self.path, size_px, size_px, fps, sample_rate_hz, fragmented=True)
+        self._writer = Mp4Writer(self.path, size_px, size_px, fps, sample_rate_hz, fragmented=True,
+                                 settings=EncodeSettings(preset=preset, encoder_threads=encoder_threads))
         self._q: queue.Queue[tuple[str, object]] = queue.Queue()
         self._queued_frames = 0
         self._lock = threading.Lock()
@@ -276,14 +280,12 @@ class LiveSession:
     def start(self) -> None:
         """Open the microphone (raises AudioDeviceError when there is none) and the recorder; start the clock."""
         self.capture.start()
-        if self._recorder_path is not None and self.recorder is None:
-            s = self.settings
-            self.recorder = LiveRecorder(self._recorder_path, s.size_px, s.fps, self.rate_hz, s.recorder_queue_frames)
         now = time.monotonic_ns()
         total = self.ring.total_written
         self._offset = -total  # session sample = ring sample + offset
         self.motion.skip_to(total)  # what the ring held before the session is not ours to show
         self._rec_ring_cursor = total  # next ring sample to hand to the recorder
+        self._rec_k0 = 0  # frame slot that is the recording's first video frame
         self._seen_total = total
         self._last_audio_ns = now
         self._virtual_ns: int | None = None  # wall time up to which silence was inserted (while stalled)
@@ -291,22 +293,63 @@ class LiveSession:
         self._t0_ns = now
         self._cpu0 = time.process_time()
         self._started = True
+        if self._recorder_path is not None and self.recorder is None:
+            self.start_recording(self._recorder_path)
 
-    def stop(self) -> Path | None:
-        """Close the microphone and finalize the recording (if any); returns its path."""
+    def start_recording(self, path: Path) -> None:
+        """Record what is heard and shown from the next frame on into ``path`` (a fragmented MP4)."""
         if not self._started:
-            return None
-        self._started = False
-        self._t_end_ns = time.monotonic_ns()
-        self._cpu_end = time.process_time()
-        self._final_status, self._final_error = self.capture.status, self.capture.last_error
-        self.capture.stop()
+            raise RuntimeError("LiveSession.start_recording() before start()")
+        if self.recorder is not None:
+            raise RuntimeError("LiveSession is already recording")
+        s = self.settings
+        self.recorder = LiveRecorder(Path(path), s.size_px, s.fps, self.rate_hz, s.recorder_queue_frames,
+                                     preset=s.record_preset, encoder_threads=s.record_threads)
+        self._closed_recorder = None
+        self._rec_k0 = self._next_k
+        # The recording's audio starts at the instant its first frame shows (in ring samples).
+        self._rec_ring_cursor = int(round(self._rec_k0 * self.rate_hz / s.fps)) - self._offset
+
+    def stop_recording(self) -> Path | None:
+        """Finalize the recording (if any) and return its path; the session keeps running."""
         recorder, self.recorder = self.recorder, None
         if recorder is None:
             return None
         self._closed_recorder = recorder
         self._feed_recorder_audio(recorder)
         return recorder.close()
+
+    @property
+    def recording_s(self) -> float:
+        """Length of the recording so far (session seconds); 0 when not recording."""
+        if self.recorder is None:
+            return 0.0
+        return max(0, self._next_k - self._rec_k0) / self.settings.fps
+
+    @property
+    def frames_shown(self) -> int:
+        return self._shown
+
+    @property
+    def frames_dropped(self) -> int:
+        return self._dropped
+
+    @property
+    def frames_late(self) -> int:
+        return self._late
+
+    def stop(self, close_capture: bool = True) -> Path | None:
+        """Stop the clock, close the microphone (unless ``close_capture`` is False: the caller owns it) and finalize
+        the recording (if any); returns its path."""
+        if not self._started:
+            return None
+        self._started = False
+        self._t_end_ns = time.monotonic_ns()
+        self._cpu_end = time.process_time()
+        self._final_status, self._final_error = self.capture.status, self.capture.last_error
+        if close_capture:
+            self.capture.stop()
+        return self.stop_recording()
 
     def abort(self) -> None:
         """Stop without keeping the recording."""
@@ -320,6 +363,8 @@ class LiveSession:
 
     def _feed_recorder_audio(self, recorder: LiveRecorder) -> None:
         total = self.ring.total_written
+        if total <= self._rec_ring_cursor:  # the recording starts at a sample that has not arrived yet
+            return
         start = max(self._rec_ring_cursor, self.ring.oldest_sample)
         if start > self._rec_ring_cursor:  # fell a whole ring behind: keep the timeline, lose the audio
             recorder.add_audio(np.zeros(start - self._rec_ring_cursor, np.float32))
@@ -380,8 +425,8 @@ class LiveSession:
         if presented_ns - due_ns > 1e9 / s.fps:
             self._late += 1
         self._shown += 1
-        if self.recorder is not None:
-            self.recorder.add_frame(k, pixels)
+        if self.recorder is not None and k >= self._rec_k0:
+            self.recorder.add_frame(k - self._rec_k0, pixels)
         return VideoFrame(index=k, pixels=pixels, session_time_s=k / s.fps, presented_ns=presented_ns,
                           latency_ms=latency_ms, speaking=self.motion.speaking_at(ring_sample / self.rate_hz))
 

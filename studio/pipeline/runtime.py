@@ -43,6 +43,13 @@ from studio.speech.types import Utterance, VoiceInfo, WordTiming
 log = logging.getLogger(__name__)
 
 
+class PreviewMode(enum.Enum):
+    """What drives the presenter."""
+
+    SCRIPT = "script"  # the rundown, spoken by text-to-speech (idles between segments)
+    MICROPHONE = "microphone"  # the person at the selected microphone, live (``studio.pipeline.live.LiveSession``)
+
+
 class AudioOutputMode(enum.Enum):
     AUTO = "auto"  # play through the default output device when there is one
     NONE = "none"  # never open an output device (kiosks, tests): the preview runs on its own clock
@@ -62,6 +69,11 @@ class RuntimeSettings:
     speech_lead_ms: float = 250.0  # a segment starts at least this long after it is ready (audio buffers ahead)
     segment_gap_ms: float = 500.0  # silence between two segments
     record_preset: str = "ultrafast"  # libx264 preset for live recordings (leave CPU to the renderer)
+    record_threads: int = 1  # libx264 threads for live recordings (one core stays free for the GUI and audio)
+    render_threads: int = 1  # torch intra-op threads of the renderer thread (CPU); 0 = torch's default.
+    # On a 2-core machine two OpenMP threads stall whenever the other core is busy (every op waits for a
+    # descheduled worker): one thread renders 512 px frames faster under load and leaves a core to everything else.
+    render_duty: float = 0.85  # when behind, the renderer rests this share of its time: (1 - duty) / duty x cost
     record_queue_frames: int = 100  # recorder backlog before frames are dropped (and repeated in the file)
     default_voice: str = "piper:joe"
     warm_up_voice: bool = True  # speak one word at start-up so that loading the voice model never stalls a show
@@ -74,6 +86,8 @@ class RuntimeSettings:
             raise ValueError(f"fps must be in 1..120, got {self.fps}")
         if self.batch_frames < 1:
             raise ValueError("batch_frames must be >= 1")
+        if not 0.1 <= self.render_duty <= 1.0:
+            raise ValueError(f"render_duty must be in 0.1..1, got {self.render_duty}")
 
 
 # -- commands (UI -> runtime) -----------------------------------------------------------------------------------------
@@ -120,6 +134,11 @@ class SetMicrophone:
 
 
 @dataclass(frozen=True)
+class SetMode:
+    mode: PreviewMode
+
+
+@dataclass(frozen=True)
 class RecoverRecordings:
     folder: Path
 
@@ -130,7 +149,7 @@ class Shutdown:
 
 
 Command = Union[LoadAnchor, GoLive, Stop, SetPaused, StartRecording, StopRecording, SetVoice, SetMicrophone,
-                RecoverRecordings, Shutdown]
+                SetMode, RecoverRecordings, Shutdown]
 
 
 # -- events (runtime -> UI) -------------------------------------------------------------------------------------------
@@ -175,6 +194,13 @@ class MicrophoneStatus:
     ok: bool
     device_name: str
     message: str
+
+
+@dataclass(frozen=True)
+class ModeChanged:
+    requested: PreviewMode
+    active: PreviewMode  # the mode in effect: SCRIPT (idling) when the microphone mode cannot run
+    message: str  # "" when ``active == requested``; else why not, in words for the producer
 
 
 @dataclass(frozen=True)
@@ -223,7 +249,7 @@ class Error:
 
 
 Event = Union[AnchorProgress, AnchorLoaded, AnchorFailed, StateChanged, AudioOutputStatus, VoicesListed,
-              MicrophoneStatus, SegmentStarted, SegmentFailed, RundownFinished, RecordingStarted, RecordingStopped,
+              MicrophoneStatus, ModeChanged, SegmentStarted, SegmentFailed, RundownFinished, RecordingStarted, RecordingStopped,
               RecordingFailed, RecordingsRecovered, Error]
 
 
@@ -234,6 +260,7 @@ class VideoFrame:
     image: np.ndarray = field(repr=False)  # S x S x 3 uint8 RGB
     pts_s: float
     index: int  # frame slot
+    heard_ns: int | None = None  # microphone mode: time.monotonic_ns() when the sound it shows entered the ring
 
 
 # -- program audio and clocks -----------------------------------------------------------------------------------------
@@ -413,14 +440,15 @@ class _Recorder:
     """
 
     def __init__(self, path: Path, size_px: int, fps: float, program: ProgramAudio, preset: str,
-                 queue_frames: int) -> None:
+                 queue_frames: int, encoder_threads: int = 1) -> None:
         from studio.encode import EncodeSettings, Mp4Writer
 
         self.path = path
         self.fps = fps
         self.program = program
         self.writer = Mp4Writer(path, size_px, size_px, fps, program.rate_hz,
-                                settings=EncodeSettings(preset=preset, encoder_threads=1), fragmented=True)
+                                settings=EncodeSettings(preset=preset, encoder_threads=encoder_threads),
+                                fragmented=True)
         self.q: queue.Queue[VideoFrame | int] = queue.Queue(maxsize=queue_frames)
         self.first_slot: int | None = None
         self.next_slot = 0
@@ -456,7 +484,8 @@ class _Recorder:
         self.next_slot = slot + 1
 
     def _run(self) -> None:
-        lower_thread_priority(5)
+        # Not niced: this thread takes the GIL between encoder calls, and a niced GIL holder preempted by other
+        # processes stalls every thread of the studio (measured: fps 24 -> 16 while recording on a busy machine).
         try:
             while True:
                 item = self.q.get()
@@ -546,6 +575,19 @@ def lower_thread_priority(nice: int = 10) -> None:
         log.debug("cannot lower the priority of %s: %s", threading.current_thread().name, exc)
 
 
+def _warm_imports() -> None:
+    """Import what recording and the microphone mode need while nothing is on air: a first import holds the GIL for
+    100-300 ms on a busy 2-core machine, which froze the window when recording started."""
+    t0 = time.perf_counter()
+    try:
+        import studio.audio.mic_motion  # noqa: F401  (recognizer, silence sieve: pocketsphinx, onnxruntime)
+        import studio.encode  # noqa: F401  (PyAV's encoders and muxer)
+        import studio.pipeline.live  # noqa: F401
+    except ImportError as exc:  # reported when the feature is used
+        log.warning("warming imports: %s", exc)
+    log.info("imports for recording and the microphone mode warmed in %.0f ms", (time.perf_counter() - t0) * 1e3)
+
+
 def _device_label(device) -> str:
     if device.type == "cuda":
         import torch
@@ -604,8 +646,19 @@ class PresenterRuntime:
         self._last_error = ""
         # Recording, microphone.
         self._recorder: _Recorder | None = None
+        self._record_folder: Path | None = None
         self._mic = None
+        self._mic_name: str | None = None  # as last chosen: None = system default, "" = off
         self._shutdown = False
+        self._rest_until_s = 0.0  # monotonic s: the renderer rests until then (pacing when behind)
+        # Microphone mode: one LiveSession (the same live loop as ``python main.py live``) while it is on.
+        self._mode = PreviewMode.SCRIPT
+        self._requested_mode = PreviewMode.SCRIPT
+        self._live_session = None  # studio.pipeline.live.LiveSession while the microphone mode runs
+        self._mic_slot_base = 0  # frame index of the session's slot 0 (indices keep growing across modes)
+        self._mic_clock_s = 0.0
+        self._latency_lock = threading.Lock()
+        self._latency_ms: deque[float] = deque(maxlen=250)  # sound to screen of the last ~10 s of shown frames
 
     # -- the UI's side (thread-safe, never blocks) --------------------------------------------------------------
 
@@ -619,8 +672,22 @@ class PresenterRuntime:
         return self._clock.now_s()
 
     def note_displayed(self, frame: VideoFrame) -> None:
-        """The UI calls this when ``frame`` first reaches the screen: measures the A/V offset there."""
+        """The UI calls this when ``frame`` first reaches the screen: measures the A/V offset there (script mode) or
+        the sound-to-pixel latency (microphone mode: from the sample entering the ring to now)."""
+        if frame.heard_ns is not None:
+            with self._latency_lock:
+                self._latency_ms.append((time.monotonic_ns() - frame.heard_ns) / 1e6)
+            return
         self._av.add((self._clock.now_s() - frame.pts_s) * 1000.0)
+
+    def latency_ms(self) -> tuple[float, float]:
+        """Sound-to-screen latency of the microphone mode over the last ~10 s: (median, 95th percentile); NaN before
+        any frame that showed heard sound reached the screen."""
+        with self._latency_lock:
+            vals = np.asarray(self._latency_ms, np.float64)
+        if vals.size == 0:
+            return math.nan, math.nan
+        return float(np.median(vals)), float(np.percentile(vals, 95))
 
     def input_level_dbfs(self) -> float:
         """Microphone level over the last 50 ms (dBFS); -inf with no microphone."""
@@ -638,6 +705,21 @@ class PresenterRuntime:
         row, word = self._current_word(now)
         av, n_av = self._av.median()
         rec = self._recorder
+        session = self._live_session
+        lat_med, lat_p95 = self.latency_ms()
+        if session is not None:  # microphone mode: the session's audio clock and counters
+            rec_path = str(session.recorder.path) if session.recorder is not None else ""
+            return TelemetrySnapshot(
+                taken_s=time.monotonic(), state=self._state, device=self._device_label, anchor_name=self._anchor_name,
+                clock_source=self._clock.source, audio_output=self._audio_message, clock_s=self._mic_clock_s,
+                fps_target=self.settings.fps, fps_shown=self._shown.rate(),
+                frames_produced=session.frames_shown, frames_dropped=session.frames_dropped,
+                frames_late=session.frames_late, render_ms_per_frame=(self._frame_s_ema or 0.0) * 1000.0,
+                av_offset_ms=math.nan, av_offset_samples=0, segment_index=-1, word_index=-1,
+                recording_path=rec_path, recording_s=session.recording_s,
+                input_level_dbfs=self.input_level_dbfs(), last_error=self._last_error,
+                mode=PreviewMode.MICROPHONE.value, latency_ms_median=lat_med, latency_ms_p95=lat_p95,
+            )
         return TelemetrySnapshot(
             taken_s=time.monotonic(), state=self._state, device=self._device_label, anchor_name=self._anchor_name,
             clock_source=self._clock.source, audio_output=self._audio_message, clock_s=now,
@@ -647,6 +729,7 @@ class PresenterRuntime:
             segment_index=row, word_index=word,
             recording_path=str(rec.path) if rec else "", recording_s=rec.duration_s if rec else 0.0,
             input_level_dbfs=self.input_level_dbfs(), last_error=self._last_error,
+            mode=PreviewMode.SCRIPT.value, latency_ms_median=lat_med, latency_ms_p95=lat_p95,
         )
 
     # -- the loop -----------------------------------------------------------------------------------------------
@@ -654,6 +737,7 @@ class PresenterRuntime:
     def run(self) -> None:
         """Blocking loop; returns after ``Shutdown`` (the recording, if any, is closed into a playable file)."""
         try:
+            self._set_render_threads()
             self._start()
             while not self._shutdown:
                 self._step()
@@ -664,6 +748,16 @@ class PresenterRuntime:
             raise
         finally:
             self._teardown()
+
+    def _set_render_threads(self) -> None:
+        """Torch intra-op threads for this (the renderer's) thread; see ``RuntimeSettings.render_threads``."""
+        n = self.settings.render_threads
+        if n <= 0 or self.settings.device.startswith("cuda"):
+            return
+        import torch
+
+        torch.set_num_threads(n)
+        log.info("renderer: %d torch thread(s)", torch.get_num_threads())
 
     def _emit(self, event: Event) -> None:
         try:
@@ -691,6 +785,7 @@ class PresenterRuntime:
         self._present_thread = threading.Thread(target=self._present_loop, name="present", daemon=True)
         self._present_thread.start()
         self._pool.submit(self._list_voices)
+        self._anchor_pool.submit(_warm_imports)
 
     def _list_voices(self) -> None:
         from studio.speech import list_voices
@@ -710,6 +805,7 @@ class PresenterRuntime:
 
     def _teardown(self) -> None:
         self._stop_recording()
+        self._stop_mic_session()
         self._present_stop.set()
         with self._cond:
             self._cond.notify_all()
@@ -746,6 +842,11 @@ class PresenterRuntime:
         self._update_state(now)
         if self._presenter is None or self._state == RuntimeState.PAUSED:
             return 0.05
+        if self._live_session is not None:
+            return self._mic_step()
+        rest = self._rest_until_s - time.monotonic()
+        if rest > 0:
+            return min(rest, 0.02)
         with self._cond:
             ahead = sum(1 for f in self._pending if f.pts_s > now)
         if ahead >= self.settings.batch_frames:
@@ -777,6 +878,8 @@ class PresenterRuntime:
                 self._default_voice = cmd.voice
             elif isinstance(cmd, SetMicrophone):
                 self._set_microphone(cmd.name)
+            elif isinstance(cmd, SetMode):
+                self._set_mode(cmd.mode)
             elif isinstance(cmd, RecoverRecordings):
                 got = recover_recordings(cmd.folder)
                 if got:
@@ -830,13 +933,19 @@ class PresenterRuntime:
         if self._presenter is None:  # slots that passed before there was a face are not dropped frames
             self._next_slot = max(self._next_slot, int(self._clock.now_s() * s.fps) + 1)
         self._presenter = presenter
+        if self._live_session is not None:
+            self._live_session.presenter = presenter
         self._anchor_name = anchor.name
         self._device_label = _device_label(presenter.device)
         log.info("anchor %s on %s: %.1f ms per frame", anchor.name, self._device_label, self._frame_s_ema * 1e3)
+        if self._requested_mode != self._mode:  # the microphone mode was asked for before there was a face
+            self._set_mode(self._requested_mode)
 
     # live session
 
     def _go_live(self, cmd: GoLive) -> None:
+        if self._live_session is not None:  # going live with the rundown ends the microphone mode
+            self._set_mode(PreviewMode.SCRIPT)
         self._stop_live(quiet=True)
         rows = cmd.rundown_rows or tuple(range(len(cmd.segments)))
         self._waiting = [(row, seg.text, seg.voice or self._default_voice) for row, seg in zip(rows, cmd.segments)]
@@ -942,6 +1051,8 @@ class PresenterRuntime:
         if self._presenter is None:
             state = RuntimeState.STARTING if self._anchor_future is not None and not self._anchor_name \
                 else RuntimeState.NO_ANCHOR
+        elif self._live_session is not None:
+            state = RuntimeState.MICROPHONE
         elif self._clock_paused():
             state = RuntimeState.PAUSED
         elif self._live:
@@ -988,13 +1099,16 @@ class PresenterRuntime:
         # output rate, space them out (the skipped slots are counted as dropped) instead of falling behind.
         earliest = math.ceil((now + 1.25 * frame_s * b + 0.005) * fps)
         first = max(self._next_slot, earliest)
-        stride = max(1, math.ceil(frame_s * fps * 1.05))
+        stride = max(1, math.ceil(frame_s / s.render_duty * fps * 1.05)) if frame_s * fps * 1.05 > 1 else 1
         slots = [first + i * stride for i in range(b)]
         coeffs = self._motion_for(slots)
         t0 = time.perf_counter()
         images = self._presenter.render_batch(coeffs)  # B x S x S x 3 uint8
-        per = (time.perf_counter() - t0) / b
+        cost = time.perf_counter() - t0
+        per = cost / b
         self._frame_s_ema = 0.8 * frame_s + 0.2 * per
+        if stride > 1:  # behind: rest so that the GUI, speech, audio and the encoder get their share of the CPU
+            self._rest_until_s = time.monotonic() + cost * (1.0 - s.render_duty) / s.render_duty
         self._dropped_render += (slots[-1] + 1 - self._next_slot) - b
         self._produced += b
         self._next_slot = slots[-1] + 1
@@ -1030,10 +1144,13 @@ class PresenterRuntime:
 
     # -- recording ----------------------------------------------------------------------------------------------
 
+    def _recording(self) -> bool:
+        return self._recorder is not None or (self._live_session is not None and self._live_session.recorder is not None)
+
     def _start_recording(self, folder: Path) -> None:
         from studio.errors import OutputPathError
 
-        if self._recorder is not None:
+        if self._recording():
             return
         folder = Path(folder).expanduser()
         if not folder.is_dir():
@@ -1046,15 +1163,32 @@ class PresenterRuntime:
         while path.exists():
             path = folder / f"{path.stem.split('_n')[0]}_n{n}.mp4"
             n += 1
+        self._record_folder = folder
         try:
-            self._recorder = _Recorder(path, self.settings.size_px, self.settings.fps, self.program,
-                                       self.settings.record_preset, self.settings.record_queue_frames)
+            if self._live_session is not None:  # microphone mode: the session records what is heard and shown
+                self._live_session.start_recording(path)
+            else:
+                self._recorder = _Recorder(path, self.settings.size_px, self.settings.fps, self.program,
+                                           self.settings.record_preset, self.settings.record_queue_frames,
+                                           self.settings.record_threads)
         except StudioError as exc:
             self._emit(RecordingFailed(str(exc)))
             return
         self._emit(RecordingStarted(path))
 
     def _stop_recording(self) -> None:
+        session = self._live_session
+        if session is not None and session.recorder is not None:
+            path, duration_s = session.recorder.path, session.recording_s
+            try:
+                session.stop_recording()
+            except Exception as exc:  # EncoderError, or what the encoder thread raised
+                msg = str(exc) if isinstance(exc, StudioError) else f"Recording failed: {exc}"
+                self._emit(RecordingFailed(msg))
+                return
+            rec_stats = session.stats()
+            self._emit(RecordingStopped(path, duration_s, rec_stats.recorder_frames_repeated))
+            return
         rec, self._recorder = self._recorder, None
         if rec is None:
             return
@@ -1073,6 +1207,10 @@ class PresenterRuntime:
         from studio.audio.capture import MicCapture
         from studio.audio.settings import CaptureSettings
 
+        mic_mode = self._live_session is not None
+        if mic_mode:
+            self._stop_mic_session()
+        self._mic_name = name
         if self._mic is not None:
             self._mic.stop()
             self._mic = None
@@ -1087,3 +1225,87 @@ class PresenterRuntime:
             return
         self._mic = mic
         self._emit(MicrophoneStatus(True, mic.device.name if mic.device else "default", "listening"))
+        if mic_mode or self._requested_mode == PreviewMode.MICROPHONE:
+            self._set_mode(PreviewMode.MICROPHONE)
+
+    # -- microphone mode ----------------------------------------------------------------------------------------
+
+    def _set_mode(self, mode: PreviewMode) -> None:
+        """Switch what drives the presenter. A recording in progress continues into a new file in the same folder."""
+        self._requested_mode = mode
+        if mode == self._mode and (mode == PreviewMode.SCRIPT or self._live_session is not None):
+            self._emit(ModeChanged(mode, self._mode, ""))
+            return
+        folder = self._record_folder if self._recording() else None
+        if folder is not None:
+            self._stop_recording()
+        if mode == PreviewMode.SCRIPT:
+            self._stop_mic_session()
+            message = ""
+        else:
+            message = self._start_mic_session()
+        self._emit(ModeChanged(mode, self._mode, message))
+        self._update_state(self._clock.now_s())
+        if folder is not None:
+            self._start_recording(folder)
+
+    def _start_mic_session(self) -> str:
+        """Start the microphone mode; returns "" or, when it cannot run, why (the presenter keeps idling)."""
+        from studio.audio.capture import list_input_devices
+        from studio.pipeline.live import LiveSession, LiveSettings
+
+        if self._presenter is None:
+            return "Waiting for the anchor: the microphone mode starts when the face is ready."
+        if self._mic is None:
+            if self._mic_name == "":
+                return "The microphone is off: choose one in the Microphone panel. The presenter keeps idling."
+            if not list_input_devices():
+                return ("No input device: connect a microphone or start a sound server. "
+                        "The presenter keeps idling.")
+            self._set_microphone(self._mic_name)  # opens the default (or chosen) device, then comes back here
+            return "" if self._live_session is not None else \
+                "The microphone would not open. The presenter keeps idling."
+        self._stop_live(quiet=True)  # the rundown stops speaking
+        with self._cond:
+            self._pending.clear()
+        s = self.settings
+        session = LiveSession(settings=LiveSettings(fps=s.fps, size_px=s.size_px, device=s.device,
+                                                    record_preset=s.record_preset, record_threads=s.record_threads,
+                                                    seed=s.seed),
+                              capture=self._mic, presenter=self._presenter)
+        try:
+            session.start()
+        except AudioDeviceError as exc:
+            return f"{exc} The presenter keeps idling."
+        self._mic_slot_base = self._next_slot + 1
+        self._live_session = session
+        self._mode = PreviewMode.MICROPHONE
+        with self._latency_lock:
+            self._latency_ms.clear()
+        log.info("microphone mode on %s", self._mic.device.name if self._mic.device else "default")
+        return ""
+
+    def _stop_mic_session(self) -> None:
+        session, self._live_session = self._live_session, None
+        self._mode = PreviewMode.SCRIPT
+        if session is None:
+            return
+        session.stop(close_capture=False)  # the microphone stays open for the level meter
+        log.info("microphone mode off: %s", session.stats().summary())
+        # Script mode resumes at the program clock's next slot, after the frames the session showed.
+        self._next_slot = max(self._next_slot, self._mic_slot_base + session.frames_shown + session.frames_dropped,
+                              int(self._clock.now_s() * self.settings.fps) + 1)
+
+    def _mic_step(self) -> float:
+        """Microphone mode: render the frame that is due (LiveSession drops and counts the rest); returns the wait."""
+        session = self._live_session
+        t0 = time.perf_counter()
+        f = session.step()
+        if f is not None:
+            self._frame_s_ema = 0.9 * (self._frame_s_ema or 0.0) + 0.1 * (time.perf_counter() - t0)
+            heard_ns = None if f.latency_ms is None else f.presented_ns - int(f.latency_ms * 1e6)
+            self._mic_clock_s = f.session_time_s
+            self._latest = VideoFrame(image=f.pixels, pts_s=f.session_time_s, index=self._mic_slot_base + f.index,
+                                      heard_ns=heard_ns)
+            self._shown.tick()
+        return min(0.005, max(0.0005, session.seconds_until_due()))

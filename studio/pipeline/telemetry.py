@@ -21,6 +21,7 @@ class RuntimeState(enum.Enum):
     IDLE = "idle"  # the presenter idles (blinks, breathes) and says nothing
     PREPARING = "preparing speech"  # live, waiting for the text-to-speech of the next segment
     LIVE = "live"  # speaking a segment
+    MICROPHONE = "microphone live"  # the presenter follows the person at the microphone
     PAUSED = "paused"
     STOPPED = "stopped"  # the run loop has ended
 
@@ -59,6 +60,9 @@ class TelemetrySnapshot:
     recording_s: float  # length of the recording so far (program seconds)
     input_level_dbfs: float  # microphone level over the last 50 ms; -inf with no microphone
     last_error: str
+    mode: str = "script"  # PreviewMode value: "script" or "microphone"
+    latency_ms_median: float = math.nan  # microphone mode: sound to screen over the last ~10 s
+    latency_ms_p95: float = math.nan
 
 
 class RateMeter:

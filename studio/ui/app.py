@@ -45,5 +45,8 @@ def run_app(anchor: Path | None = None) -> int:
     apply_theme(app)
     window = MainWindow(anchor=Path(anchor) if anchor else None)
     _install_error_hooks(window)
-    window.show()
+    if window.first_start:
+        window.showMaximized()  # first start: the program preview gets the whole screen
+    else:
+        window.show()
     return int(app.exec())

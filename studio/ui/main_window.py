@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QSettings, QSize, QStandardPaths, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence, QPixmap
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox, QDockWidget, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMainWindow, QProgressBar, QPushButton,
     QVBoxLayout, QWidget,
@@ -32,6 +33,9 @@ TICK_MS = 16  # the one timer: frames, meters, telemetry (STYLE rule 5)
 TELEMETRY_EVERY_TICKS = 6  # ~100 ms
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 APP_TITLE = "NewsStudio"
+FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized
+LAYOUT_VERSION = 2  # bump when the default dock layout changes, so an old saved layout is not restored over it
+ON_AIR_STATES = (RuntimeState.LIVE, RuntimeState.PREPARING, RuntimeState.MICROPHONE)
 
 
 def studio_settings() -> QSettings:
@@ -88,6 +92,8 @@ class MainWindow(QMainWindow):
         self._closing = False
         self.stall = StallMeter(TICK_MS)
         self.live_stall_max_ms = 0.0  # longest GUI stall while on air
+        self.mode = rt.PreviewMode.SCRIPT  # the mode the producer asked for
+        self.mode_notice = ""  # why the microphone mode is not running ("" when it is, or in script mode)
         self.setWindowTitle(APP_TITLE)
         self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
@@ -115,6 +121,7 @@ class MainWindow(QMainWindow):
         # Preview.
         self.preview = PreviewPanel()
         self.preview.play_toggled.connect(lambda play: self.bridge.send(rt.SetPaused(not play)))
+        self.preview.mode_requested.connect(lambda m: self.set_mode(rt.PreviewMode(m)))
         # Rundown and teleprompter.
         self.rundown = RundownPanel()
         self.rundown.go_live_requested.connect(self._go_live)
@@ -189,9 +196,15 @@ class MainWindow(QMainWindow):
         self.splitDockWidget(self.voice_dock, self.mic_dock, Qt.Vertical)
         self.splitDockWidget(self.mic_dock, self.record_dock, Qt.Vertical)
         self.splitDockWidget(self.preview_dock, self.prompter_dock, Qt.Vertical)
-        self.resizeDocks([self.anchor_dock, self.preview_dock, self.rundown_dock], [290, 760, 430], Qt.Horizontal)
-        self.resizeDocks([self.preview_dock, self.prompter_dock], [700, 200], Qt.Vertical)
         self.setMinimumSize(1100, 700)
+
+    def _default_layout(self) -> None:
+        """Dock sizes for a first start: the program preview takes most of the window."""
+        w, h = self.width(), self.height()
+        side, rundown = 280, 400
+        self.resizeDocks([self.anchor_dock, self.preview_dock, self.rundown_dock],
+                         [side, max(400, w - side - rundown), rundown], Qt.Horizontal)
+        self.resizeDocks([self.preview_dock, self.prompter_dock], [max(400, h - 260), 170], Qt.Vertical)
 
     def _build_actions(self) -> None:
         self.live_action = QAction("Go live / Stop", self)
@@ -203,13 +216,17 @@ class MainWindow(QMainWindow):
         self.open_action = QAction("Open portrait…", self)
         self.open_action.setShortcut(QKeySequence.Open)
         self.open_action.triggered.connect(self.open_anchor_dialog)
-        for a in (self.live_action, self.record_action, self.open_action):
+        self.mode_action = QAction("Microphone mode (Script / Microphone)", self)
+        self.mode_action.setShortcut(QKeySequence(Qt.Key_M))
+        self.mode_action.triggered.connect(self.toggle_mode)
+        for a in (self.live_action, self.record_action, self.open_action, self.mode_action):
             a.setShortcutContext(Qt.WindowShortcut)
             self.addAction(a)
         menu = self.menuBar().addMenu("&Studio")
         menu.addAction(self.open_action)
         menu.addAction(self.live_action)
         menu.addAction(self.record_action)
+        menu.addAction(self.mode_action)
         view = self.menuBar().addMenu("&View")
         for d in (self.preview_dock, self.rundown_dock, self.prompter_dock, self.anchor_dock, self.voice_dock,
                   self.mic_dock, self.record_dock):
@@ -224,20 +241,30 @@ class MainWindow(QMainWindow):
         self.status_audio = QLabel("audio: —")
         self.status_stall = QLabel("GUI stall —")
         self.status_stall.setToolTip("Longest time the window's event loop was blocked (last 5 s / longest on air)")
-        for w in (self.status_state, self.status_device, self.status_fps, self.status_audio, self.status_stall):
+        self.status_latency = QLabel("")
+        self.status_latency.setToolTip("Microphone mode: sound-to-pixel latency, from a sample entering the capture "
+                                       "buffer to the frame that shows it reaching the screen (last 10 s)")
+        self.status_latency.setVisible(False)
+        for w in (self.status_state, self.status_device, self.status_fps, self.status_latency, self.status_audio,
+                  self.status_stall):
             sb.addPermanentWidget(w)
 
     def _restore(self, anchor: Path | None) -> None:
         s = self.settings
-        geo, state = s.value("window/geometry"), s.value("window/state")
-        if geo is not None:
-            self.restoreGeometry(geo)
-        else:
-            self.resize(1500, 940)
-        if state is not None:
-            self.restoreState(state)
+        geo, state = s.value(self._geometry_key()), s.value(f"window/state-v{LAYOUT_VERSION}")
+        self.first_start = geo is None or not self.restoreGeometry(geo)
+        if self.first_start:  # the whole screen (run_app shows it maximized), or FIRST_SIZE where there is none
+            screen = QGuiApplication.primaryScreen()
+            if screen is not None and QGuiApplication.platformName() not in ("offscreen", "minimal"):
+                self.setGeometry(screen.availableGeometry())
+            else:
+                self.resize(FIRST_SIZE)
+            self._default_layout()
+        if state is None or not self.restoreState(state, LAYOUT_VERSION):
+            self._default_layout()
         folder = s.value("recording/folder", "") or str(default_recording_folder())
         self.folder_edit.setText(str(folder))
+        self.folder_edit.setCursorPosition(0)  # show where the path starts, not its tail
         self.rundown.set_segments(load_user_rundown())
         self.rundown.changed.connect(self._save_rundown_soon)
         self._rundown_timer = QTimer(self, singleShot=True, interval=1500)
@@ -250,6 +277,12 @@ class MainWindow(QMainWindow):
         if Path(str(folder)).is_dir():
             self.bridge.send(rt.RecoverRecordings(Path(str(folder))))
         self._fill_microphones()
+
+    @staticmethod
+    def _geometry_key() -> str:
+        """Geometry is saved per platform: a size saved by an offscreen run (tests, scripts) must not shape the
+        window on a real screen."""
+        return f"window/geometry-{QGuiApplication.platformName() or 'default'}"
 
     def _fill_microphones(self) -> None:
         devices = list_input_devices()
@@ -289,6 +322,16 @@ class MainWindow(QMainWindow):
                                               "Images (*.jpg *.jpeg *.png *.bmp *.webp *.tif *.tiff)")
         if name:
             self.load_anchor(Path(name))
+
+    def set_mode(self, mode: rt.PreviewMode) -> None:
+        """Script (the rundown) or Microphone (the person at the selected microphone drives the presenter)."""
+        self.mode = mode
+        self.live_stall_max_ms = 0.0
+        self.preview.show_mode(mode.value, "Starting the microphone…" if mode == rt.PreviewMode.MICROPHONE else "")
+        self.bridge.send(rt.SetMode(mode))
+
+    def toggle_mode(self) -> None:
+        self.set_mode(rt.PreviewMode.SCRIPT if self.mode == rt.PreviewMode.MICROPHONE else rt.PreviewMode.MICROPHONE)
 
     def _go_live(self, rows: list, segments: list) -> None:
         self.live_stall_max_ms = 0.0
@@ -364,7 +407,7 @@ class MainWindow(QMainWindow):
 
     def _tick(self) -> None:
         late = self.stall.tick()
-        if self.state in (RuntimeState.LIVE, RuntimeState.PREPARING):
+        if self.state in ON_AIR_STATES:
             self.live_stall_max_ms = max(self.live_stall_max_ms, late)
         self._ticks += 1
         frame = self.runtime.latest_frame()
@@ -389,11 +432,18 @@ class MainWindow(QMainWindow):
                                   + (f" · on air max {self.live_stall_max_ms:.0f} ms" if self.live_stall_max_ms else ""))
         if t.segment_index >= 0:
             self.teleprompter.set_word(t.word_index)
+        mic = t.mode == rt.PreviewMode.MICROPHONE.value
+        self.status_latency.setVisible(mic)
+        if mic:
+            self.status_latency.setText(
+                "sound→pixel —" if math.isnan(t.latency_ms_median)
+                else f"sound→pixel {t.latency_ms_median:.0f} ms · p95 {t.latency_ms_p95:.0f} ms")
         if self.recording_path is not None:
             secs = int(t.recording_s)
             self.record_time.setText(f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}")
         if math.isfinite(t.input_level_dbfs) and self.mic_combo.currentData():
-            self.mic_status.setText(f"{t.input_level_dbfs:.0f} dBFS")
+            level = t.input_level_dbfs
+            self.mic_status.setText("silence (below -60 dBFS)" if level < LevelMeter.FLOOR_DBFS else f"{level:.0f} dBFS")
 
     def _set_thumbnail(self, image: np.ndarray) -> None:
         h, w = image.shape[:2]
@@ -458,6 +508,17 @@ class MainWindow(QMainWindow):
         elif isinstance(e, rt.MicrophoneStatus):
             self._set_role(self.mic_status, "muted" if e.ok or e.message == "Microphone off." else "notice")
             self.mic_status.setText(f"Listening: {e.device_name}" if e.ok else e.message)
+        elif isinstance(e, rt.ModeChanged):
+            if e.requested == self.mode:  # an answer to an older request is stale
+                self.mode_notice = e.message
+                self.preview.show_mode(self.mode.value, e.message)
+                if e.active == rt.PreviewMode.MICROPHONE:
+                    self.teleprompter.show_waiting("Microphone mode: the presenter follows the voice at the "
+                                                   "microphone. Press M for the script.")
+                elif self.state not in ON_AIR_STATES:
+                    self.teleprompter.show_waiting("Select segments and press Go live.")
+                if e.message:
+                    self.statusBar().showMessage(e.message, 10000)
         elif isinstance(e, rt.SegmentStarted):
             title = ""
             item = self.rundown.list.item(e.rundown_row)
@@ -494,7 +555,7 @@ class MainWindow(QMainWindow):
     def _on_state(self, state: RuntimeState) -> None:
         self.state = state
         colour = {RuntimeState.LIVE: theme.ON_AIR, RuntimeState.PREPARING: theme.WARN, RuntimeState.IDLE: theme.READY,
-                  RuntimeState.PAUSED: theme.WARN}.get(state, theme.MUTED)
+                  RuntimeState.PAUSED: theme.WARN, RuntimeState.MICROPHONE: theme.ON_AIR}.get(state, theme.MUTED)
         self.status_state.setText(f"<span style='color:{colour}'>●</span> {state.label}")
         live = state in (RuntimeState.LIVE, RuntimeState.PREPARING)
         self.rundown.set_live(live)
@@ -520,8 +581,8 @@ class MainWindow(QMainWindow):
         if not self._closing:
             self._closing = True
             self.timer.stop()
-            self.settings.setValue("window/geometry", self.saveGeometry())
-            self.settings.setValue("window/state", self.saveState())
+            self.settings.setValue(self._geometry_key(), self.saveGeometry())
+            self.settings.setValue(f"window/state-v{LAYOUT_VERSION}", self.saveState(LAYOUT_VERSION))
             self.settings.sync()
             self._save_rundown()
             self.bridge.shutdown()  # closes the recording into a playable file, then quit() + wait()

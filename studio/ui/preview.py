@@ -10,7 +10,7 @@ import math
 import numpy as np
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from studio.pipeline.telemetry import RuntimeState, TelemetrySnapshot
 from studio.ui import theme
@@ -108,7 +108,9 @@ class FrameView(QWidget):
         badges = []
         if t.recording_path:
             badges.append((f"REC {timecode(t.recording_s, t.fps_target)[:8]}", "#d0c1121f"))
-        if t.state in (RuntimeState.LIVE, RuntimeState.PREPARING):
+        if t.state == RuntimeState.MICROPHONE:
+            badges.append(("MIC LIVE", "#d0e5383b"))
+        elif t.state in (RuntimeState.LIVE, RuntimeState.PREPARING):
             badges.append(("ON AIR", "#d0e5383b"))
         elif t.state == RuntimeState.PAUSED:
             badges.append(("PAUSED", "#d0f2a541"))
@@ -121,7 +123,11 @@ class FrameView(QWidget):
             x -= w
             self._badge(p, x, r.top() + m, text, bg, dot=True)
             x -= 6
-        av = "A/V —" if math.isnan(t.av_offset_ms) else f"A/V {t.av_offset_ms:+.0f} ms"
+        if t.mode == "microphone":
+            av = "latency —" if math.isnan(t.latency_ms_median) else \
+                f"latency {t.latency_ms_median:.0f} ms (p95 {t.latency_ms_p95:.0f})"
+        else:
+            av = "A/V —" if math.isnan(t.av_offset_ms) else f"A/V {t.av_offset_ms:+.0f} ms"
         stats = f"{t.fps_shown:4.1f} fps   {av}   dropped {t.frames_dropped}   late {t.frames_late}"
         f = QFont("DejaVu Sans Mono")
         f.setPointSizeF(9)
@@ -138,9 +144,10 @@ class FrameView(QWidget):
 
 
 class PreviewPanel(QWidget):
-    """The frame view with its transport row (play/pause, timecode, clock source)."""
+    """The frame view with its transport row (mode switch, play/pause, timecode, clock source) and a notice line."""
 
     play_toggled = Signal(bool)  # True = play
+    mode_requested = Signal(str)  # "script" or "microphone" (PreviewMode values)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -154,8 +161,29 @@ class PreviewPanel(QWidget):
         self.source_label = QLabel("")
         self.source_label.setProperty("role", "muted")
         self.source_label.setWordWrap(True)
+        # What drives the presenter: a two-way switch (shortcut M toggles it).
+        self.script_button = QPushButton("SCRIPT")
+        self.mic_button = QPushButton("MICROPHONE")
+        self.mode_group = QButtonGroup(self)
+        self.mode_group.setExclusive(True)
+        for b, mode, tip in ((self.script_button, "script", "The presenter reads the rundown (text to speech)"),
+                             (self.mic_button, "microphone", "The presenter follows the selected microphone, live")):
+            b.setCheckable(True)
+            b.setProperty("role", "mode")
+            b.setToolTip(f"{tip}  (M switches)")
+            b.clicked.connect(lambda _=False, m=mode: self.mode_requested.emit(m))
+            self.mode_group.addButton(b)
+        self.script_button.setChecked(True)
+        self.notice = QLabel("")
+        self.notice.setProperty("role", "notice")
+        self.notice.setWordWrap(True)
+        self.notice.setVisible(False)
         row = QHBoxLayout()
         row.setContentsMargins(8, 4, 8, 6)
+        row.setSpacing(0)
+        row.addWidget(self.script_button)
+        row.addWidget(self.mic_button)
+        row.addSpacing(16)
         row.addWidget(self.play_button)
         row.addSpacing(12)
         row.addWidget(self.clock_label)
@@ -165,7 +193,15 @@ class PreviewPanel(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
         lay.addWidget(self.view, 1)
+        lay.addWidget(self.notice)
         lay.addLayout(row)
+
+    def show_mode(self, mode: str, notice: str = "") -> None:
+        """Reflect the requested mode on the switch, and say plainly when it cannot run (``notice``)."""
+        (self.mic_button if mode == "microphone" else self.script_button).setChecked(True)
+        self.play_button.setEnabled(mode != "microphone")  # the microphone cannot be paused
+        self.notice.setText(notice)
+        self.notice.setVisible(bool(notice))
 
     def _on_toggled(self, paused: bool) -> None:
         self.play_button.setText("▶  Play" if paused else "❚❚  Pause")

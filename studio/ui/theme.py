@@ -37,6 +37,8 @@ QPushButton:disabled {{ color: #55606e; border-color: #222831; }}
 QPushButton[role="golive"] {{ background: #173d2a; border: 1px solid {READY}; color: #c9f5dc; font-weight: 700;
     font-size: 11pt; padding: 9px 18px; }}
 QPushButton[role="golive"][live="true"] {{ background: {ON_AIR}; border-color: #ff6b6d; color: white; }}
+QPushButton[role="mode"] {{ font-weight: 700; padding: 6px 16px; color: {MUTED}; border-radius: 0; }}
+QPushButton[role="mode"]:checked {{ background: #1f3a63; border-color: {ACCENT}; color: white; }}
 QPushButton[role="record"] {{ background: #3a1719; border: 1px solid {ON_AIR}; color: #ffd6d6; font-weight: 700;
     padding: 9px 18px; }}
 QPushButton[role="record"][recording="true"] {{ background: {ON_AIR}; color: white; }}

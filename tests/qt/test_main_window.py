@@ -136,3 +136,21 @@ def test_space_toggles_live(qtbot, window: MainWindow) -> None:
     qtbot.waitUntil(lambda: window.state in (RuntimeState.PREPARING, RuntimeState.LIVE), timeout=10_000)
     qtbot.keyClick(window.rundown.list, Qt.Key_Space)
     qtbot.waitUntil(lambda: window.state == RuntimeState.IDLE, timeout=10_000)
+
+
+def test_microphone_mode_without_an_input_device_says_so_and_keeps_idling(qtbot, window: MainWindow) -> None:
+    from studio.audio.capture import list_input_devices
+
+    if list_input_devices():
+        pytest.skip("this machine has an input device (see tests/qt/test_mic_mode.py)")
+    _wait_for_anchor(qtbot, window)
+    window.activateWindow()
+    qtbot.keyClick(window, Qt.Key_M)  # the mode shortcut
+    assert window.preview.mic_button.isChecked()
+    qtbot.waitUntil(lambda: "No input device" in window.preview.notice.text(), timeout=10_000)
+    assert window.preview.notice.isVisible()
+    assert window.state == RuntimeState.IDLE  # the presenter idles on
+    before = _frame_index(window)
+    qtbot.waitUntil(lambda: _frame_index(window) > before + 3, timeout=20_000)
+    qtbot.keyClick(window, Qt.Key_M)
+    assert window.preview.script_button.isChecked() and not window.preview.notice.isVisible()
