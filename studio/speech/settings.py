@@ -21,6 +21,10 @@ class SpeechSettings:
     )
     espeak_rate_wpm: int = field(default=165, metadata={"label": "eSpeak rate (words/min)", "min": 80, "max": 450})
     espeak_pitch: int = field(default=45, metadata={"label": "eSpeak pitch (0..100)", "min": 0, "max": 100})
+    onnx_threads: int = field(
+        default=0, metadata={"label": "Neural TTS threads", "min": 0, "max": 64,
+                             "help": "0 = ONNX Runtime's choice; 1 leaves the other cores to rendering (studio)"}
+    )
 
     def __post_init__(self) -> None:
         if not 0.1 <= self.length_scale <= 10.0:
