@@ -37,7 +37,8 @@ import numpy as np
 
 from studio.errors import AnchorError, AudioDeviceError, StudioError
 from studio.pipeline.rundown import Segment
-from studio.pipeline.telemetry import ClockSource, MedianWindow, RateMeter, RuntimeState, TelemetrySnapshot
+from studio.pipeline.telemetry import (ClockSource, ComputeSaved, MedianWindow, RateMeter, RuntimeState, StageWindow,
+                                      TelemetryBus, TelemetrySample, TelemetrySnapshot)
 from studio.speech.types import Utterance, VoiceInfo, WordTiming
 
 log = logging.getLogger(__name__)
@@ -596,6 +597,34 @@ def _device_label(device) -> str:
     return "CPU"
 
 
+def _gpu_mem_mb(device) -> float:
+    if getattr(device, "type", "cpu") != "cuda":
+        return math.nan
+    import torch
+
+    return torch.cuda.memory_allocated(device) / 2 ** 20
+
+
+CALIBRATION_BATCHES = 20  # the first batches rendered after an anchor is installed: the HUD's plain baseline
+
+
+def _calibration(device_kind: str) -> tuple[list[float], str, tuple]:
+    """Baseline of the HUD's compute saved: the plain renderer's cost per frame over its first CALIBRATION_BATCHES
+    live batches on this machine (same load as later: GUI, speech, present thread); the pills take their measured
+    fractions from this machine's last bench JSON when there is one."""
+    from studio.pipeline.telemetry import last_bench_path, load_bench, shares_from
+
+    kind = "cuda" if device_kind == "cuda" else "cpu"
+    bench = load_bench(last_bench_path(kind))
+    unavailable = {} if kind == "cuda" else {"cuda_graphs": "no CUDA GPU", "gpu_encode": "no GPU / no NVENC"}
+    shares = shares_from((), bench, unavailable, inactive_reason="not in live preview")
+    when = time.strftime("%H:%M:%S")
+    source = f"calibration from {when}: plain renderer, median of its first {CALIBRATION_BATCHES} live batches"
+    if bench is not None:
+        source += f"; pill fractions: bench of {bench.get('finished', '?')} on this machine"
+    return [], source, shares
+
+
 class PresenterRuntime:
     """The live presenter: see the module docstring. Create, then call ``run()`` on a thread of its own."""
 
@@ -630,6 +659,10 @@ class PresenterRuntime:
         self._stress_done = 0.0  # program s up to which stresses were handed to the idle motion
         self._next_slot = 0
         self._frame_s_ema: float | None = None
+        # Telemetry bus (the HUD pulls it): per-frame stage costs, and the plain renderer's cost measured at start.
+        self.bus = TelemetryBus()
+        self._stage_ms = StageWindow(120)
+        self._compute_base: tuple[list[float], str, tuple] | None = None  # (calibration ms per frame, source, pills)
         # Present thread state.
         self._cond = threading.Condition()
         self._pending: deque[VideoFrame] = deque()
@@ -930,6 +963,7 @@ class PresenterRuntime:
         t0 = time.perf_counter()
         presenter.render_batch(warm)
         self._frame_s_ema = (time.perf_counter() - t0) / s.batch_frames
+        self._compute_base = _calibration(presenter.device.type)
         if self._presenter is None:  # slots that passed before there was a face are not dropped frames
             self._next_slot = max(self._next_slot, int(self._clock.now_s() * s.fps) + 1)
         self._presenter = presenter
@@ -1102,11 +1136,14 @@ class PresenterRuntime:
         first = max(self._next_slot, earliest)
         stride = max(1, math.ceil(frame_s / s.render_duty * fps * 1.05)) if frame_s * fps * 1.05 > 1 else 1
         slots = [first + i * stride for i in range(b)]
+        t_m = time.perf_counter()
         coeffs = self._motion_for(slots)
         t0 = time.perf_counter()
         images = self._presenter.render_batch(coeffs)  # B x S x S x 3 uint8
         cost = time.perf_counter() - t0
         per = cost / b
+        self._stage_ms.add("motion", (t0 - t_m) * 1e3 / b)
+        self._stage_ms.add("render", per * 1e3)
         self._frame_s_ema = 0.8 * frame_s + 0.2 * per
         if stride > 1:  # behind: rest so that the GUI, speech, audio and the encoder get their share of the CPU
             self._rest_until_s = time.monotonic() + cost * (1.0 - s.render_duty) / s.render_duty
@@ -1116,7 +1153,29 @@ class PresenterRuntime:
         with self._cond:
             for slot, img in zip(slots, images):
                 self._pending.append(VideoFrame(image=img, pts_s=slot / fps, index=slot))
+            depth = len(self._pending)
             self._cond.notify_all()
+        self._publish(depth, per * 1e3)
+
+    def _publish(self, pending: int, batch_ms_per_frame: float) -> None:
+        """One bus sample per rendered batch: per-frame stage ms, the present queue, drops, compute against the plain
+        renderer's cost measured at start (the live preview renders every frame plainly, so expect about 0)."""
+        stages = self._stage_ms.timings()
+        compute = None
+        if self._compute_base is not None and "render" in stages:
+            calib, source, shares = self._compute_base
+            if len(calib) < CALIBRATION_BATCHES:
+                calib.append(batch_ms_per_frame)
+            base = float(np.median(calib)) if len(calib) >= CALIBRATION_BATCHES else math.nan
+            if math.isnan(base):
+                source += f" (calibrating: {len(calib)}/{CALIBRATION_BATCHES})"
+            compute = ComputeSaved(base, stages["render"].median_ms, source, shares)
+        self.bus.publish(TelemetrySample(
+            taken_s=time.monotonic(), source="runtime", frames_produced=self._produced,
+            frames_dropped=self._dropped_render + self._dropped_present, fps_shown=self._shown.rate(),
+            fps_target=self.settings.fps, stages=stages, queue_depths={"present": pending},
+            drops={"render": self._dropped_render, "present": self._dropped_present},
+            gpu_mem_mb=_gpu_mem_mb(getattr(self._presenter, "device", None)), compute=compute))
 
     # -- present thread -----------------------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ import enum
 import logging
 import math
 import queue
-import statistics
 import threading
 import time
 from collections import deque
@@ -36,6 +35,7 @@ from studio.errors import RenderError
 from studio.presenter.anchor import AnchorPack
 from studio.presenter.coeffs import N_COEFFS
 from studio.presenter.renderer import Presenter, RenderSettings
+from studio.pipeline.telemetry import StageTiming, TelemetryBus, TelemetrySample, stage_timing
 from studio.speech.types import PhonemeTiming
 
 log = logging.getLogger(__name__)
@@ -100,12 +100,7 @@ class Chunk:
     ready: object = None  # CUDA event after generation
 
 
-@dataclass(frozen=True)
-class StageStats:
-    median_ms: float
-    p95_ms: float
-    n: int
-    total_ms: float
+StageStats = StageTiming  # one form of stage timings for the report, the bus and the HUD
 
 
 @dataclass(frozen=True)
@@ -148,6 +143,11 @@ class BoundedQueue:
             self._q.append(item)
             self.max_depth = max(self.max_depth, len(self._q))
             self._cv.notify_all()
+
+    @property
+    def depth(self) -> int:
+        with self._cv:
+            return len(self._q)
 
     def get(self):
         with self._cv:
@@ -237,8 +237,11 @@ def rgb_to_nv12(frames: torch.Tensor) -> torch.Tensor:
 class Pipeline:
     """Runs a program of segments through the three stages (see module docstring) and reports what it measured."""
 
-    def __init__(self, anchor: AnchorPack, settings: PipelineSettings) -> None:
+    def __init__(self, anchor: AnchorPack, settings: PipelineSettings, bus: TelemetryBus | None = None) -> None:
         self.s = settings
+        self.bus = bus  # a sample is published after every chunk leaves stage C, and one at the end of ``run``
+        self._queues: dict[str, BoundedQueue] = {}
+        self._frames_done = 0
         opts = settings.optimizations
         e = settings.enhance
         base = RenderSettings(size_px=settings.size_px, device=settings.device, batch_frames=settings.batch_frames)
@@ -386,7 +389,21 @@ class Pipeline:
             if sink is not None:
                 sink.write_video(u8)
             self._timings["post_encode"].append((time.perf_counter() - t0) * 1e3)
+        self._frames_done += frames.shape[0]
         chunk.frames = None
+        if self.bus is not None:
+            self._publish()
+
+    def _publish(self, window: int = 120) -> None:
+        """The bus sample: stage timings over the last ``window`` chunks (CPU clocks; on CUDA the GPU-timed stages
+        join at the end of the run), queue depths now, drops so far, peak GPU memory."""
+        qs = dict(self._queues)
+        self.bus.publish(TelemetrySample(
+            taken_s=time.monotonic(), source="pipeline", frames_produced=self._frames_done,
+            frames_dropped=sum(q.drops for q in qs.values()), fps_target=self.s.fps,
+            stages={k: stage_timing(v[-window:]) for k, v in self._timings.items() if v},
+            queue_depths={k: q.depth for k, q in qs.items()}, drops={k: q.drops for k, q in qs.items()},
+            gpu_mem_mb=torch.cuda.max_memory_allocated(self.device) / 2 ** 20 if self.cuda else math.nan))
 
     def _open_sink(self, audio: np.ndarray):
         if self.s.encoder is EncoderKind.NV12_HOST:
@@ -435,6 +452,8 @@ class Pipeline:
         for name, evs in self._events.items():
             self._timings[name].extend(a.elapsed_time(b) for a, b in evs)
         stages = {k: _stats(v) for k, v in self._timings.items() if v}
+        if self.bus is not None:
+            self._publish(window=10 ** 9)
         it = self.interp
         return PipelineReport(
             optimizations=tuple(sorted(o.value for o in self.s.optimizations)), n_frames=n_frames, wall_s=wall,
@@ -447,6 +466,7 @@ class Pipeline:
     def _run_async(self, program: list[Segment], sink) -> dict[str, BoundedQueue]:
         policy, depth = self.s.queue_policy, self.s.queue_depth
         q_motion, q_frames = BoundedQueue(depth, policy), BoundedQueue(depth, policy)
+        self._queues = {"motion->generate": q_motion, "generate->post": q_frames}
         errors: list[BaseException] = []
         done = object()
 
@@ -506,5 +526,4 @@ class _nullctx:
 
 
 def _stats(values_ms: list[float]) -> StageStats:
-    return StageStats(median_ms=statistics.median(values_ms), p95_ms=float(np.percentile(values_ms, 95)),
-                      n=len(values_ms), total_ms=float(sum(values_ms)))
+    return stage_timing(values_ms)

@@ -10,7 +10,9 @@ import math
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 
 class RuntimeState(enum.Enum):
@@ -144,3 +146,194 @@ class StallMeter:
             self.recent_stall_ms = max(v for _, v in self._recent)
         self._last_s = now
         return late_ms
+
+
+# -- the telemetry bus: one form of per-frame measurements that the runtime, the pipeline and the bench publish, and
+# -- that the HUD and the bench read (latest value pulled; STYLE rule 5) -----------------------------------------------
+
+class OptimizationStatus(enum.Enum):
+    ACTIVE = "active"  # on in the run that publishes
+    INACTIVE = "not active"  # available on this machine, switched off in this run
+    UNAVAILABLE = "unavailable"  # cannot run here (no GPU, no hardware encoder, no weights); ``reason`` says why
+
+
+@dataclass(frozen=True)
+class StageTiming:
+    """One stage's cost over a window of calls (ms)."""
+
+    median_ms: float
+    p95_ms: float
+    n: int
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class CacheRate:
+    """A cache's counts since it was made (or last reset) and the compute its hits saved."""
+
+    hits: int
+    misses: int
+    saved_ms: float = 0.0  # measured cost of a miss x hits
+
+    @property
+    def hit_rate(self) -> float:
+        n = self.hits + self.misses
+        return self.hits / n if n else math.nan
+
+
+@dataclass(frozen=True)
+class OptimizationShare:
+    """One optimization's share of the compute saved: ``saved_fraction`` of the baseline (nan: not measured)."""
+
+    name: str
+    status: OptimizationStatus
+    saved_fraction: float = math.nan
+    reason: str = ""  # why it is not active / unavailable, or where the fraction was measured
+
+
+@dataclass(frozen=True)
+class ComputeSaved:
+    """(baseline - actual) / baseline, with both costs measured on this machine; ``baseline_source`` says where the
+    baseline was measured (a calibration run, or a bench JSON file and its date)."""
+
+    baseline_ms_per_frame: float
+    actual_ms_per_frame: float
+    baseline_source: str
+    shares: tuple[OptimizationShare, ...] = ()
+
+    @property
+    def saved_fraction(self) -> float:
+        if not (self.baseline_ms_per_frame > 0 and math.isfinite(self.actual_ms_per_frame)):
+            return math.nan
+        return (self.baseline_ms_per_frame - self.actual_ms_per_frame) / self.baseline_ms_per_frame
+
+
+@dataclass(frozen=True)
+class TelemetrySample:
+    """Everything measured about the running pipeline as of ``taken_s`` (monotonic s); what the HUD draws and the bench
+    records. Dicts are keyed by stage / queue / cache name."""
+
+    taken_s: float
+    source: str  # "runtime", "live", "pipeline", "bench"
+    frames_produced: int = 0
+    frames_dropped: int = 0
+    fps_shown: float = math.nan
+    fps_target: float = math.nan
+    stages: dict[str, StageTiming] = field(default_factory=dict)
+    queue_depths: dict[str, int] = field(default_factory=dict)
+    drops: dict[str, int] = field(default_factory=dict)
+    gpu_mem_mb: float = math.nan  # nan: no GPU
+    caches: dict[str, CacheRate] = field(default_factory=dict)
+    compute: ComputeSaved | None = None
+
+
+def stage_timing(values_ms: Iterable[float]) -> StageTiming:
+    """Median, 95th percentile (linear interpolation), count and total of a list of stage times; nan when empty."""
+    vals = sorted(float(v) for v in values_ms)
+    n = len(vals)
+    if n == 0:
+        return StageTiming(math.nan, math.nan, 0, 0.0)
+    mid = vals[n // 2] if n % 2 else 0.5 * (vals[n // 2 - 1] + vals[n // 2])
+    pos = 0.95 * (n - 1)
+    lo = int(pos)
+    p95 = vals[lo] + (vals[min(lo + 1, n - 1)] - vals[lo]) * (pos - lo)
+    return StageTiming(mid, p95, n, float(sum(vals)))
+
+
+class StageWindow:
+    """Per-stage timings over a sliding window of the last ``size`` calls (thread-safe)."""
+
+    def __init__(self, size: int = 120) -> None:
+        self._size = size
+        self._values: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, stage: str, ms: float) -> None:
+        with self._lock:
+            self._values.setdefault(stage, deque(maxlen=self._size)).append(float(ms))
+
+    def timings(self) -> dict[str, StageTiming]:
+        with self._lock:
+            snap = {k: list(v) for k, v in self._values.items()}
+        return {k: stage_timing(v) for k, v in snap.items() if v}
+
+
+class TelemetryBus:
+    """Latest-value mailbox: publishers replace the sample of their source, readers pull the newest (thread-safe).
+
+    No queue and no callbacks: a reader on a timer sees at most one sample per tick and never blocks a publisher."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[str, TelemetrySample] = {}
+        self._newest: TelemetrySample | None = None
+        self.published = 0
+
+    def publish(self, sample: TelemetrySample) -> None:
+        with self._lock:
+            self._latest[sample.source] = sample
+            self._newest = sample
+            self.published += 1
+
+    def latest(self, source: str | None = None) -> TelemetrySample | None:
+        """The newest sample of ``source``, or the newest of any source; None before the first."""
+        with self._lock:
+            return self._newest if source is None else self._latest.get(source)
+
+    def sources(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(self._latest)
+
+
+# -- where a baseline comes from ----------------------------------------------------------------------------------------
+
+OPTIMIZATIONS = ("pyramidal", "audio_cache", "frame_interpolation", "kv_cache", "async_pipeline", "silence_sieve",
+                 "gpu_encode", "cuda_graphs")
+
+
+def last_bench_path(device_kind: str) -> Path:
+    """Where ``python main.py bench`` leaves a copy of its last JSON on this machine (``device_kind``: cpu / cuda)."""
+    from studio.paths import cache_dir
+
+    return cache_dir("bench") / f"last_{device_kind}.json"
+
+
+def load_bench(path: Path) -> dict | None:
+    """A bench JSON measured on this machine (same platform string and CPU count), else None."""
+    import json
+    import os
+    import platform
+
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    m = result.get("machine", {})
+    if m.get("platform") != platform.platform() or m.get("cpu_count") != os.cpu_count():
+        return None
+    return result
+
+
+def shares_from(active: Iterable[str], bench: dict | None, unavailable: dict[str, str],
+                inactive_reason: str = "switched off") -> tuple[OptimizationShare, ...]:
+    """One pill per optimization: active / not active / unavailable (with the reason); the saved fraction is the
+    bench's measured ablation row on this machine where there is one."""
+    active = set(active)
+    rows: dict[str, float] = {}
+    skipped: dict[str, str] = {}
+    if bench is not None:
+        for r in bench.get("ablation", []) + bench.get("extra_ablation", []):
+            rows[r["optimization"]] = float(r["saved_fraction"])
+        skipped = {r["optimization"]: r["reason"] for r in bench.get("skipped", [])}
+    out = []
+    for name in OPTIMIZATIONS:
+        frac = rows.get(name, math.nan)
+        if name in unavailable:
+            out.append(OptimizationShare(name, OptimizationStatus.UNAVAILABLE, math.nan, unavailable[name]))
+        elif name in active:
+            out.append(OptimizationShare(name, OptimizationStatus.ACTIVE, frac, "measured by bench" if rows else ""))
+        elif name in skipped and name not in rows:
+            out.append(OptimizationShare(name, OptimizationStatus.UNAVAILABLE, math.nan, skipped[name]))
+        else:
+            out.append(OptimizationShare(name, OptimizationStatus.INACTIVE, frac, inactive_reason))
+    return tuple(out)

@@ -24,6 +24,7 @@ from studio.pipeline.rundown import load_user_rundown, save_rundown
 from studio.pipeline.telemetry import ClockSource, RuntimeState, StallMeter, TelemetrySnapshot
 from studio.ui import theme
 from studio.ui.bridge import RuntimeBridge
+from studio.ui.hud import install_hud
 from studio.ui.preview import LevelMeter, PreviewPanel
 from studio.ui.rundown_panel import RundownPanel, Teleprompter
 
@@ -231,6 +232,8 @@ class MainWindow(QMainWindow):
         for d in (self.preview_dock, self.rundown_dock, self.prompter_dock, self.anchor_dock, self.voice_dock,
                   self.mic_dock, self.record_dock):
             view.addAction(d.toggleViewAction())
+        self.hud, self.hud_action = install_hud(self, self.preview.view, self.runtime.bus)
+        view.addAction(self.hud_action)
 
     def _build_status_bar(self) -> None:
         sb = self.statusBar()
@@ -421,6 +424,7 @@ class MainWindow(QMainWindow):
         self.mic_meter.set_level(self.runtime.input_level_dbfs())
         if self._ticks % TELEMETRY_EVERY_TICKS == 0:
             self._refresh_telemetry()
+            self.hud.refresh()
 
     def _refresh_telemetry(self) -> None:
         t = self.runtime.telemetry()
