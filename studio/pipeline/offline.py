@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from studio.presenter.anchor import AnchorPack, build_anchor
 from studio.presenter.motion import script_motion
 from studio.presenter.renderer import Presenter, RenderSettings, resolve_device
 from studio.speech.types import Utterance
+
+if TYPE_CHECKING:
+    from studio.neural.engine import NeuralMotion
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,9 @@ class RenderRequest:
     device: str = "auto"
     timings_path: Path | None = None  # optional JSON with the phone and word timings of the speech
     seed: int = 0
+    # What turns --audio into mouth motion. pocketsphinx is the default because it measured better on human speech
+    # than the neural engine (resources/models/audio2motion/metrics.json); neural stays selectable.
+    audio_engine: str = "pocketsphinx"
 
 
 @dataclass(frozen=True)
@@ -106,13 +113,21 @@ def load_audio_file(path: Path, target_rate_hz: int = 16000) -> tuple[np.ndarray
     return np.clip(audio, -1.0, 1.0).astype(np.float32), target_rate_hz
 
 
-def _speech_from_audio(path: Path) -> Utterance:
-    """Audio input: phones from the streaming phone recognizer (the CPU baseline engine)."""
-    from studio.audio.recognizer import recognize_file_phones
-
+def _speech_from_audio(path: Path, engine: str = "pocketsphinx") -> tuple[Utterance, "NeuralMotion | None"]:
+    """Audio input: phones from the streaming phone recognizer (``pocketsphinx``, the default), or the neural
+    audio-to-motion engine (``neural``: mouth motion straight from the audio)."""
     audio, rate = load_audio_file(path)
-    phones = recognize_file_phones(audio, rate)
-    return Utterance(audio=audio, sample_rate_hz=rate, phonemes=tuple(phones), voice="audio file", text="")
+    if engine == "pocketsphinx":
+        from studio.audio.recognizer import recognize_file_phones
+
+        phones = recognize_file_phones(audio, rate)
+        return Utterance(audio=audio, sample_rate_hz=rate, phonemes=tuple(phones), voice="audio file", text=""), None
+    if engine != "neural":
+        raise InputError(f"Unknown audio engine '{engine}': use neural or pocketsphinx.")
+    from studio.neural.engine import default_engine
+
+    motion = default_engine().motion(audio)
+    return Utterance(audio=audio, sample_rate_hz=rate, phonemes=(), voice="audio file", text=""), motion
 
 
 class _EncodeThread:
@@ -187,8 +202,9 @@ def render_segment(
         from studio.speech import synthesize
 
         utt = synthesize(req.text, req.voice)
+        neural = None
     else:
-        utt = _speech_from_audio(req.audio_path)
+        utt, neural = _speech_from_audio(req.audio_path, req.audio_engine)
     stage["speech"] = time.perf_counter() - t0
     if abort():
         raise StudioError("Render cancelled.")
@@ -202,6 +218,10 @@ def render_segment(
     t0 = time.perf_counter()
     yield RenderProgress("motion", 0.0, "animating")
     motion = script_motion(utt.phonemes, audio, utt.sample_rate_hz, req.fps, n_frames, seed=req.seed)
+    if neural is not None:
+        from studio.presenter.coeffs import MOUTH_COEFFS
+
+        motion.values[:, [int(c) for c in MOUTH_COEFFS]] = neural.resample(req.fps, n_frames)
     stage["motion"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

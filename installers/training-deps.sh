@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Debian packages the audio-to-motion data recipe (studio/neural/data.py) needs; training only, not the app.
+# Festival + free voices (MBROLA voices are non-free and stay out). eSpeak NG and Piper come with the app's set-up.
+set -euo pipefail
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update
+$SUDO apt-get install -y --no-install-recommends festival festvox-us-slt-hts festvox-kallpc16k festvox-kdlpc16k espeak-ng sox

@@ -1,0 +1,293 @@
+"""The neural audio-to-motion engine: one wrapper that owns the model, its backend and the fingerprint cache.
+
+``NeuralMotionEngine.session()`` gives a streaming ``MotionSession``: ``push(audio)`` returns the mouth coefficients
+of every 25 fps frame whose audio (plus the 75 ms look-ahead) has arrived; ``flush()`` ends the stream. The offline
+call ``motion(audio)`` is the same session fed at once, so offline and live give identical numbers.
+
+Per session: streaming log-mel -> encoder windows of 200 ms at a 133 ms stride (each through the shared
+``FingerprintCache``) -> one ``StepGraph`` step per frame against an INT8 sliding-window KV cache. Both backends run
+the same graphs: PyTorch eager, or ONNX Runtime on the exported ``encoder.onnx`` / ``step.onnx``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from studio.audio.features import N_MELS, SAMPLE_RATE_HZ, StreamingLogMel
+from studio.audio.fingerprint import WINDOW_MEL, FingerprintCache, window_ends
+from studio.errors import ModelLoadError
+from studio.neural.kvcache import CacheDType
+from studio.neural.model import Audio2Motion, StepGraph
+from studio.neural.settings import Backend, NeuralSettings
+
+log = logging.getLogger(__name__)
+
+FPS = 25.0
+SAMPLES_PER_FRAME = SAMPLE_RATE_HZ // 25  # 640
+MEL_FRONT_PAD = 8  # silent mel frames in front of every stream (as in training)
+_SILENT_MEL = float(np.log(1e-5))
+
+
+@dataclass(frozen=True)
+class NeuralMotion:
+    """Engine output at 25 fps: mouth coefficients (T x 5: jaw, part, round, spread, press; 0..1) and visemes (T,)."""
+
+    mouth: np.ndarray
+    visemes: np.ndarray
+    viseme_probs: np.ndarray | None = None  # T x 16 softmax of the viseme head
+    fps: float = FPS
+
+    def resample(self, fps: float, n_frames: int) -> np.ndarray:
+        """Mouth coefficients at another frame rate (n_frames x 5), linear between 25 fps frame centres."""
+        src_t = (np.arange(len(self.mouth)) + 0.5) / self.fps
+        dst_t = (np.arange(n_frames) + 0.5) / fps
+        if len(self.mouth) == 0:
+            return np.zeros((n_frames, 5), np.float32)
+        return np.stack([np.interp(dst_t, src_t, self.mouth[:, c]) for c in range(5)], axis=1).astype(np.float32)
+
+
+class _TorchBackend:
+    def __init__(self, model: Audio2Motion) -> None:
+        self.model = model
+        self.step_graph = StepGraph(model).eval()
+
+    def encode(self, window: np.ndarray) -> np.ndarray:  # WINDOW_MEL x n_mels -> WINDOW_MEL x C
+        with torch.inference_mode():
+            return self.model.encoder(torch.from_numpy(window)[None])[0].numpy()
+
+    def initial_state(self, dtype) -> list:
+        return list(self.model.empty_state(dtype).tensors())
+
+    def step(self, enc: np.ndarray, prev: np.ndarray, state: list) -> tuple[np.ndarray, np.ndarray, list]:
+        with torch.inference_mode():
+            out = self.step_graph(torch.from_numpy(enc), torch.from_numpy(prev), *state)
+        return out[0].numpy(), out[1].numpy(), list(out[2:])
+
+    def state_nbytes(self, state: list) -> int:
+        return sum(t.numel() * t.element_size() for t in state)
+
+
+class _OnnxBackend:
+    def __init__(self, model: Audio2Motion, onnx_dir: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        self.model = model
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        try:
+            self.enc = ort.InferenceSession(str(onnx_dir / "encoder.onnx"), opts, providers=["CPUExecutionProvider"])
+            self.stp = ort.InferenceSession(str(onnx_dir / "step.onnx"), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own Fail / InvalidGraph types
+            raise ModelLoadError(f"Cannot load the ONNX audio-to-motion graphs from {onnx_dir} ({exc}): "
+                                 "run `python -m studio.neural.export`.") from exc
+        self.state_names = [i.name for i in self.stp.get_inputs()][2:]
+
+    def encode(self, window: np.ndarray) -> np.ndarray:
+        return self.enc.run(None, {"mel": window[None].astype(np.float32)})[0][0]
+
+    def initial_state(self, dtype) -> list:
+        return [t.numpy() for t in self.model.empty_state(dtype).tensors()]
+
+    def step(self, enc: np.ndarray, prev: np.ndarray, state: list) -> tuple[np.ndarray, np.ndarray, list]:
+        feeds = {"enc": enc.astype(np.float32), "prev": prev.astype(np.float32)}
+        feeds.update(dict(zip(self.state_names, state)))
+        out = self.stp.run(None, feeds)
+        return out[0], out[1], out[2:]
+
+    def state_nbytes(self, state: list) -> int:
+        return int(sum(a.nbytes for a in state))
+
+
+class NeuralMotionEngine:
+    """Owns the model (weights, backend, cache precision) and the fingerprint cache shared by all sessions."""
+
+    def __init__(self, settings: NeuralSettings | None = None, model: Audio2Motion | None = None,
+                 fingerprints: FingerprintCache | None = None) -> None:
+        from studio.neural.train import load_weights
+
+        self.settings = settings or NeuralSettings()
+        s = self.settings
+        if model is None:
+            if not s.weights_path.is_file():
+                raise ModelLoadError(f"Audio-to-motion weights not found at {s.weights_path}: train them with "
+                                     "`python -m studio.neural.train` or choose the pocketsphinx engine.")
+            try:
+                model = load_weights(s.weights_path)
+            except (RuntimeError, KeyError, TypeError, OSError) as exc:
+                raise ModelLoadError(f"Cannot load {s.weights_path} ({exc}): retrain or restore the file.") from exc
+        self.model = model.eval()
+        if s.backend is Backend.ONNX and s.cache_dtype is not CacheDType.INT8:
+            raise ModelLoadError("The exported ONNX step graph has an INT8 cache: use the torch backend for "
+                                 f"{s.cache_dtype.value}.")
+        if s.backend is Backend.ONNX:
+            self.backend: _TorchBackend | _OnnxBackend = _OnnxBackend(self.model, self._onnx_dir(), s.onnx_threads)
+        else:
+            self.backend = _TorchBackend(self.model)
+        if fingerprints is None and s.fingerprint_capacity > 0:
+            fingerprints = FingerprintCache(s.fingerprint_capacity)
+        self.fingerprints = fingerprints
+
+    def _onnx_dir(self) -> Path:
+        """The settings' folder, or a cache folder keyed by the weights' hash, exported on first use."""
+        if self.settings.onnx_dir is not None:
+            return self.settings.onnx_dir
+        import hashlib
+
+        from studio.neural.export import export
+        from studio.paths import cache_dir
+
+        h = hashlib.md5(str(sorted((k, float(v.float().sum())) for k, v in self.model.state_dict().items()))
+                        .encode()).hexdigest()[:12]
+        folder = cache_dir("audio2motion") / h
+        if not ((folder / "encoder.onnx").is_file() and (folder / "step.onnx").is_file()):
+            try:
+                export(self.model, folder)
+            except Exception as exc:  # torch.onnx raises many types; the user can still use the torch backend
+                raise ModelLoadError(f"ONNX export of the audio-to-motion model failed ({exc}): "
+                                     "use the torch backend.") from exc
+        return folder
+
+    def session(self) -> "MotionSession":
+        return MotionSession(self)
+
+    def motion(self, audio: np.ndarray) -> NeuralMotion:
+        """Whole 16 kHz mono float32 recording -> 25 fps motion, ceil(N / 640) frames."""
+        s = self.session()
+        mouth, vis = s.push(audio)
+        p1 = s.last_probs
+        m2, v2 = s.flush()
+        probs = np.concatenate([p1, s.last_probs])
+        return NeuralMotion(np.concatenate([mouth, m2]), np.concatenate([vis, v2]), probs)
+
+
+class MotionSession:
+    """One stream: feed audio as it comes, get frames as soon as their look-ahead has arrived."""
+
+    def __init__(self, engine: NeuralMotionEngine) -> None:
+        self.engine = engine
+        cfg = engine.model.cfg
+        self._mpf, self._tok = cfg.mel_per_frame, cfg.mel_per_token
+        self._mel = StreamingLogMel()
+        # Mel frames and encoder outputs kept in padded coordinates [base, base + len).
+        self._mel_buf = np.full((MEL_FRONT_PAD, N_MELS), _SILENT_MEL, np.float32)
+        self._mel_base = 0
+        self._enc_buf = np.zeros((0, cfg.enc_channels), np.float32)
+        self._enc_base = MEL_FRONT_PAD
+        self._window_k = 0
+        self._first_end = MEL_FRONT_PAD + 13
+        self._frames_out = 0
+        self._samples_in = 0
+        self._prev = np.zeros(cfg.n_out, np.float32)
+        self._state = engine.backend.initial_state(engine.settings.cache_dtype)
+        self._lock = threading.Lock()
+        self.last_probs = np.zeros((0, 16), np.float32)  # viseme probabilities of the frames the last call returned
+
+    @property
+    def frames_out(self) -> int:
+        return self._frames_out
+
+    def cache_nbytes(self) -> int:
+        """Bytes held by the KV cache now (constant over the stream)."""
+        return self.engine.backend.state_nbytes(self._state)
+
+    def _encode(self, window: np.ndarray) -> np.ndarray:
+        fp = self.engine.fingerprints
+        if fp is None:
+            return self.engine.backend.encode(window)
+        return fp.get_or_compute(window, self.engine.backend.encode)
+
+    def _run_windows(self) -> None:
+        mel_end = self._mel_base + len(self._mel_buf)
+        while True:
+            e = self._first_end + int(round(self._window_k * 400.0 / 3.0 / 10.0))
+            if e > mel_end:
+                break
+            done = self._enc_base + len(self._enc_buf)
+            w = self._mel_buf[e - WINDOW_MEL - self._mel_base : e - self._mel_base]
+            out = self._encode(np.ascontiguousarray(w))
+            self._enc_buf = np.concatenate([self._enc_buf, out[WINDOW_MEL - (e - done):]])
+            self._window_k += 1
+        keep = max(0, len(self._mel_buf) - WINDOW_MEL)  # bounded history
+        self._mel_buf = self._mel_buf[keep:]
+        self._mel_base += keep
+
+    def _run_steps(self) -> tuple[np.ndarray, np.ndarray]:
+        mouth, vis, probs = [], [], []
+        enc_end = self._enc_base + len(self._enc_buf)
+        while MEL_FRONT_PAD + self._mpf * self._frames_out + self._tok <= enc_end:
+            a = MEL_FRONT_PAD + self._mpf * self._frames_out - self._enc_base
+            y, logits, self._state = self.engine.backend.step(self._enc_buf[a:a + self._tok], self._prev, self._state)
+            self._prev = np.asarray(y, np.float32).reshape(-1)
+            mouth.append(self._prev)
+            lg = np.asarray(logits, np.float32).reshape(-1)
+            vis.append(int(np.argmax(lg)))
+            e = np.exp(lg - lg.max())
+            probs.append(e / e.sum())
+            self._frames_out += 1
+        drop = MEL_FRONT_PAD + self._mpf * self._frames_out - self._enc_base
+        if drop > 0:
+            self._enc_buf = self._enc_buf[drop:]
+            self._enc_base += drop
+        m = np.stack(mouth).astype(np.float32) if mouth else np.zeros((0, 5), np.float32)
+        self.last_probs = np.stack(probs) if probs else np.zeros((0, 16), np.float32)
+        return m, np.asarray(vis, np.int64)
+
+    def push(self, audio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """16 kHz mono float32 samples -> (mouth K x 5, visemes K) for the frames completed by them."""
+        with self._lock:
+            x = np.asarray(audio, np.float32).reshape(-1)
+            self._samples_in += len(x)
+            feats = self._mel.push(x)
+            if len(feats):
+                self._mel_buf = np.concatenate([self._mel_buf, feats])
+            self._run_windows()
+            return self._run_steps()
+
+    def flush(self) -> tuple[np.ndarray, np.ndarray]:
+        """End of stream: pad with silence so every frame up to ceil(samples / 640) comes out; returns those."""
+        target = -(-self._samples_in // SAMPLES_PER_FRAME)
+        outs_m, outs_v, outs_p = [], [], []
+        pad = np.zeros(SAMPLES_PER_FRAME, np.float32)
+        n_in = self._samples_in
+        while self._frames_out < target:
+            m, v = self.push(pad)
+            outs_m.append(m)
+            outs_v.append(v)
+            outs_p.append(self.last_probs)
+        self._samples_in = n_in
+        m = np.concatenate(outs_m) if outs_m else np.zeros((0, 5), np.float32)
+        v = np.concatenate(outs_v) if outs_v else np.zeros(0, np.int64)
+        p = np.concatenate(outs_p) if outs_p else np.zeros((0, 16), np.float32)
+        extra = self._frames_out - target
+        if extra > 0:
+            m, v, p = m[: len(m) - extra], v[: len(v) - extra], p[: len(p) - extra]
+        self.last_probs = p
+        return m, v
+
+
+_DEFAULT: NeuralMotionEngine | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_engine() -> NeuralMotionEngine:
+    """The process-wide engine (one fingerprint cache shared by every segment): ONNX Runtime (fastest on the CPU;
+    the graphs are exported into the cache on first use), else PyTorch."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            try:
+                _DEFAULT = NeuralMotionEngine(NeuralSettings(backend=Backend.ONNX))
+            except ModelLoadError as exc:
+                if not NeuralSettings().weights_path.is_file():
+                    raise
+                log.warning("ONNX Runtime path unavailable (%s): using PyTorch", exc)
+                _DEFAULT = NeuralMotionEngine(NeuralSettings(backend=Backend.TORCH))
+        return _DEFAULT

@@ -1,0 +1,38 @@
+"""Settings of the neural audio-to-motion engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from studio.neural.kvcache import CacheDType
+from studio.paths import RESOURCES
+
+MODEL_DIR = RESOURCES / "models" / "audio2motion"
+
+
+class Backend(Enum):
+    TORCH = "torch"
+    ONNX = "onnx"
+
+
+class AudioEngine(Enum):
+    """Which engine turns recorded / live audio into mouth motion."""
+
+    NEURAL = "neural"
+    POCKETSPHINX = "pocketsphinx"
+
+
+@dataclass(frozen=True)
+class NeuralSettings:
+    weights_path: Path = field(default=MODEL_DIR / "audio2motion.pt", metadata={"label": "Weights"})
+    onnx_dir: Path | None = field(
+        default=None, metadata={"label": "ONNX folder (encoder.onnx, step.onnx); default: exported into the cache"}
+    )
+    backend: Backend = field(default=Backend.ONNX, metadata={"label": "Backend"})
+    cache_dtype: CacheDType = field(default=CacheDType.INT8, metadata={"label": "KV cache precision"})
+    fingerprint_capacity: int = field(
+        default=50_000, metadata={"label": "Audio fingerprint cache (windows; 0 = off)", "min": 0}
+    )
+    onnx_threads: int = field(default=1, metadata={"label": "ONNX Runtime threads", "min": 1, "max": 64})

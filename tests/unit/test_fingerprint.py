@@ -1,0 +1,54 @@
+"""Fingerprint cache: hits on repeated audio windows, LRU eviction, counts, stride of the windows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from studio.audio.fingerprint import WINDOW_MEL, FingerprintCache, fingerprint, window_ends
+
+
+def _win(seed: int) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal((WINDOW_MEL, 40)) * 3 - 5).astype(np.float32)
+
+
+def test_repeats_hit_and_skip_the_encoder() -> None:
+    calls = []
+    c = FingerprintCache(100)
+
+    def enc(w: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return w.mean(0)
+
+    first = [c.get_or_compute(_win(i), enc) for i in range(5)]
+    second = [c.get_or_compute(_win(i), enc) for i in range(5)]
+    assert len(calls) == 5
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    st = c.stats()
+    assert (st.hits, st.misses, st.entries) == (5, 5, 5)
+    assert st.hit_rate == 0.5
+    assert st.encoder_ms_saved == st.hits * st.encoder_ms_per_miss
+
+
+def test_lru_evicts_least_recently_used() -> None:
+    c = FingerprintCache(2)
+    f = lambda w: w[0]  # noqa: E731
+    c.get_or_compute(_win(1), f)
+    c.get_or_compute(_win(2), f)
+    c.get_or_compute(_win(1), f)  # 1 is now the most recent
+    c.get_or_compute(_win(3), f)  # evicts 2
+    assert _win(1) in c and _win(3) in c and _win(2) not in c
+    assert c.stats().evictions == 1 and len(c) == 2
+
+
+def test_key_ignores_tiny_differences_but_not_real_ones() -> None:
+    w = np.full((WINDOW_MEL, 40), -5.3, np.float32)
+    assert fingerprint(w) == fingerprint(w + 1e-4)
+    assert fingerprint(w) != fingerprint(w + 2.0)
+
+
+def test_windows_overlap_at_133_ms_stride() -> None:
+    ends = window_ends(21, 2000)
+    strides = np.diff(ends)
+    assert set(strides.tolist()) <= {13, 14}
+    assert abs(strides.mean() * 10 - 133.3) < 0.5  # ms
+    assert WINDOW_MEL * 10 == 200
