@@ -71,9 +71,11 @@ class RuntimeSettings:
     segment_gap_ms: float = 500.0  # silence between two segments
     record_preset: str = "ultrafast"  # libx264 preset for live recordings (leave CPU to the renderer)
     record_threads: int = 1  # libx264 threads for live recordings (one core stays free for the GUI and audio)
-    render_threads: int = 1  # torch intra-op threads of the renderer thread (CPU); 0 = torch's default.
-    # On a 2-core machine two OpenMP threads stall whenever the other core is busy (every op waits for a
-    # descheduled worker): one thread renders 512 px frames faster under load and leaves a core to everything else.
+    render_threads: int = -1  # torch intra-op threads of the renderer (CPU); -1 = adaptive, 0 = torch's default.
+    # Adaptive, because neither choice wins everywhere (measured, 2 cores, 512 px): on a quiet machine two threads
+    # keep 25 fps while one gives 19-22; when other programs load the CPU, two OpenMP threads stall (every op waits
+    # for a descheduled worker) and fall to 2-5 fps while one keeps 15-20. The renderer keeps timing both and uses
+    # the faster one (``ThreadChooser``).
     render_duty: float = 0.85  # when behind, the renderer rests this share of its time: (1 - duty) / duty x cost
     record_queue_frames: int = 100  # recorder backlog before frames are dropped (and repeated in the file)
     default_voice: str = "piper:joe"
@@ -625,6 +627,48 @@ def _calibration(device_kind: str) -> tuple[list[float], str, tuple]:
     return [], source, shares
 
 
+class ThreadChooser:
+    """Picks the renderer's torch thread count (1..max) by measured cost per frame, and keeps checking.
+
+    Most batches run with the best count so far; every ``explore_every`` batches a few run with another count, so a
+    change of load (another program taking a core) is noticed within seconds. Costs are medians of recent batches.
+    """
+
+    def __init__(self, max_threads: int, explore_every: int = 40, trial_batches: int = 4, memory: int = 9) -> None:
+        self.counts = list(range(1, max_threads + 1))
+        self.best = max_threads
+        self.current = self.best
+        self.previous = self.best
+        self.explore_every = explore_every
+        self.trial_batches = trial_batches
+        self._costs: dict[int, list[float]] = {n: [] for n in self.counts}
+        self._memory = memory
+        self._batches = 0
+
+    def median_s(self, threads: int) -> float:
+        c = sorted(self._costs[threads])
+        return c[len(c) // 2] if c else float("nan")
+
+    def record(self, cost_per_frame_s: float) -> int:
+        """Note the cost of the batch just rendered with ``current`` threads; returns the count for the next one."""
+        costs = self._costs[self.current]
+        costs.append(cost_per_frame_s)
+        del costs[:-self._memory]
+        self._batches += 1
+        self.previous = self.current
+        if len(self.counts) == 1:
+            return self.current
+        phase = self._batches % self.explore_every
+        if phase < self.trial_batches * (len(self.counts) - 1) and self._batches >= self.explore_every:
+            others = [n for n in self.counts if n != self.best]
+            self.current = others[phase // self.trial_batches]
+        else:
+            known = [n for n in self.counts if self._costs[n]]
+            self.best = min(known, key=self.median_s)
+            self.current = self.best
+        return self.current
+
+
 class PresenterRuntime:
     """The live presenter: see the module docstring. Create, then call ``run()`` on a thread of its own."""
 
@@ -785,12 +829,17 @@ class PresenterRuntime:
     def _set_render_threads(self) -> None:
         """Torch intra-op threads for this (the renderer's) thread; see ``RuntimeSettings.render_threads``."""
         n = self.settings.render_threads
-        if n <= 0 or self.settings.device.startswith("cuda"):
+        if n == 0 or self.settings.device.startswith("cuda"):
             return
+        import os
+
         import torch
 
+        if n < 0:
+            self._thread_chooser = ThreadChooser(max(1, min(2, os.cpu_count() or 1)))
+            n = self._thread_chooser.current
         torch.set_num_threads(n)
-        log.info("renderer: %d torch thread(s)", torch.get_num_threads())
+        log.info("renderer: %d torch thread(s)%s", torch.get_num_threads(), " at first (adaptive)" if self.settings.render_threads < 0 else "")
 
     def _emit(self, event: Event) -> None:
         try:
@@ -1142,6 +1191,13 @@ class PresenterRuntime:
         images = self._presenter.render_batch(coeffs)  # B x S x S x 3 uint8
         cost = time.perf_counter() - t0
         per = cost / b
+        chooser = getattr(self, "_thread_chooser", None)
+        if chooser is not None:
+            threads = chooser.record(per)
+            if threads != chooser.previous:
+                import torch
+
+                torch.set_num_threads(threads)
         self._stage_ms.add("motion", (t0 - t_m) * 1e3 / b)
         self._stage_ms.add("render", per * 1e3)
         self._frame_s_ema = 0.8 * frame_s + 0.2 * per

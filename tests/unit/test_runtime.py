@@ -97,3 +97,25 @@ def test_recording_into_a_missing_folder_is_an_error_event(tmp_path: Path) -> No
     thread.join(timeout=30)
     errors = [e for e in events if isinstance(e, rt.Error)]
     assert errors and "does not exist" in errors[0].message
+
+
+def test_thread_chooser_follows_the_faster_thread_count() -> None:
+    from studio.pipeline.runtime import ThreadChooser
+
+    chooser = ThreadChooser(2, explore_every=10, trial_batches=2)
+    used = []
+    for i in range(80):
+        quiet = i < 40  # two threads win on a quiet machine, one wins once another program loads the CPU
+        cost = (0.018 if chooser.current == 2 else 0.030) if quiet else (0.120 if chooser.current == 2 else 0.032)
+        used.append(chooser.current)
+        chooser.record(cost)
+    assert used[5:40].count(2) > 0.7 * 35
+    assert used[55:].count(1) > 0.7 * 25
+    assert 2 in used[55:]  # it keeps checking the other count
+
+
+def test_thread_chooser_with_one_core_never_switches() -> None:
+    from studio.pipeline.runtime import ThreadChooser
+
+    chooser = ThreadChooser(1)
+    assert {chooser.record(0.01 * i) for i in range(1, 30)} == {1}
