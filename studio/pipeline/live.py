@@ -38,6 +38,7 @@ from studio.audio.mic_motion import MicMotionSource
 from studio.audio.settings import CaptureSettings, MicMotionSettings
 from studio.errors import EncoderError, InputError
 from studio.presenter.anchor import AnchorPack
+from studio.pipeline.threads import ThreadChooser
 from studio.presenter.renderer import Presenter, RenderSettings
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,9 @@ class LiveSettings:
     envelope_jaw: float = field(default=0.6, metadata={"help": "Jaw opening from loudness alone at full level (0..1)"})
     coart_lookahead_s: float = field(default=0.02, metadata={"help": "Coarticulation look-ahead of the live mouth"})
     render_threads: int = field(
-        default=0, metadata={"help": "Torch CPU threads of the headless command; 0 = torch's default"}
+        default=0, metadata={"help": "Torch CPU threads of the headless command; 0 = torch's default, -1 = adaptive "
+                                     "(the faster of 1 and 2 threads, measured while running; not better than the "
+                                     "default in 2+2 alternated 20 s runs here, so not the default)"}
     )
     recorder_queue_frames: int = field(default=8, metadata={"help": "Frames waiting for the encoder before drops"})
     record_preset: str = field(default="ultrafast", metadata={"help": "libx264 preset of live recordings (real time)"})
@@ -269,6 +272,7 @@ class LiveSession:
         self._lead = int(round(s.lead_ms / 1000.0 * self.rate_hz))
         self._stall_ns = int(s.stall_ms * 1e6)
         self._started = False
+        self.thread_chooser: ThreadChooser | None = None  # set by the headless command: adaptive torch threads
         self._latency_ms: collections.deque[float] = collections.deque(maxlen=_KEEP_SAMPLES)
         self._render_ms: collections.deque[float] = collections.deque(maxlen=_KEEP_SAMPLES)
         self._motion_ms: collections.deque[float] = collections.deque(maxlen=_KEEP_SAMPLES)
@@ -413,7 +417,14 @@ class LiveSession:
         t0 = time.perf_counter_ns()
         coeffs = self.motion.frame(ring_sample / self.rate_hz, idle_t_s=k / s.fps)
         t1 = time.perf_counter_ns()
+        t_render = time.perf_counter()
         pixels = self.presenter.render_batch(coeffs[None])[0]
+        if self.thread_chooser is not None:
+            threads = self.thread_chooser.record(time.perf_counter() - t_render)
+            if threads != self.thread_chooser.previous:
+                import torch
+
+                torch.set_num_threads(threads)
         presented_ns = time.monotonic_ns()
         self._motion_ms.append((t1 - t0) / 1e6)
         self._render_ms.append((presented_ns - now_ns - (t1 - t0)) / 1e6)
@@ -489,16 +500,22 @@ def run_live_headless(args) -> int:  # args: argparse.Namespace from studio.cli
         check_output_path(Path(args.out))
     settings = LiveSettings(fps=float(args.fps), size_px=int(args.size), device=args.device,
                             input_device=getattr(args, "input", None))
-    if settings.render_threads > 0 and not settings.device.startswith("cuda"):
+    chooser = None
+    if settings.render_threads != 0 and not settings.device.startswith("cuda"):
+        import os
+
         import torch
 
-        torch.set_num_threads(settings.render_threads)  # process-wide: only the headless command sets it
+        if settings.render_threads < 0:
+            chooser = ThreadChooser(max(1, min(2, os.cpu_count() or 1)))
+        torch.set_num_threads(chooser.current if chooser else settings.render_threads)  # process-wide: headless only
     # Open the microphone first: no device fails fast, and the slow first open overlaps the presenter's set-up.
     capture = MicCapture(CaptureSettings(device=settings.input_device))
     capture.start()
     try:
         anchor = build_anchor(getattr(args, "anchor", None))
         session = LiveSession(anchor, settings, capture=capture, recorder_path=args.out)
+        session.thread_chooser = chooser
         session.start()
     except BaseException:
         capture.stop()
