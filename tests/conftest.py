@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as studio/__init__.py, before anything loads numpy
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("PYTEST_QT_API", "pyside6")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
