@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import re
 import subprocess
 import tempfile
 import time
@@ -114,6 +115,30 @@ def news_text(r: random.Random) -> str:
         lambda: f"Prices of bread, milk and petrol went up by {r.randint(2, 30)} pence, while wages fell.",
     ]
     return r.choice(t)()
+
+
+_YEAR = re.compile(r"\b(19[5-9]\d|20[0-4]\d)\b")
+_ORDINAL = re.compile(r"\b(\d+)(st|nd|rd|th)\b")
+_DECIMAL = re.compile(r"\b(\d+)\.(\d+)\b")
+_INTEGER = re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d+\b")
+
+
+def spoken_numbers(text: str) -> str:
+    """The text with numbers, years, ordinals and decimals written as the words a reader says (num2words), and
+    am / pm as words: what the TTS speaks is then exactly what the forced aligner is given."""
+    from num2words import num2words
+
+    def words(s: str) -> str:
+        return s.replace("-", " ").replace(",", "")
+
+    text = _YEAR.sub(lambda m: words(num2words(int(m.group(1)), to="year")), text)
+    text = _ORDINAL.sub(lambda m: words(num2words(int(m.group(1)), to="ordinal")), text)
+    text = _DECIMAL.sub(lambda m: words(num2words(int(m.group(1)))) + " point "
+                        + " ".join(words(num2words(int(d))) for d in m.group(2)), text)
+    text = _INTEGER.sub(lambda m: words(num2words(int(m.group(0).replace(",", "")))), text)
+    text = re.sub(r"\b(\d+|[a-z ]+) (am|pm)\b", lambda m: m.group(1) + (" in the morning" if m.group(2) == "am"
+                                                                      else " in the evening"), text)
+    return text
 
 
 # -- synthesis -------------------------------------------------------------------------------------------------------
@@ -300,20 +325,48 @@ def _voice_minutes(voices: tuple[str, ...], minutes: float) -> dict[str, float]:
     return {v: minutes * w[v] / tot for v in voices}
 
 
-def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Path) -> dict:
-    """Synthesize ~``minutes`` of clean speech with ``voice``, augment ``copies`` times, write one shard."""
+def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Path, labels: str = "aligned") -> dict:
+    """Synthesize ~``minutes`` of clean speech with ``voice``, augment ``copies`` times, write one shard.
+    ``labels``: "aligned" = phone timings from pocketsphinx forced alignment of the clean clip to its text (clips that
+    do not align are dropped and counted); "aligned+engine" = the same, but a clip that does not align keeps the
+    engine's timings (the shard's ``clip_aligned`` flags say which; the trainer can leave them out); "engine" = the
+    TTS engine's own timings for every clip."""
+    from studio.audio.recognizer import align
+    from studio.errors import SpeechError
+
     r = random.Random(f"{seed}:{voice}")
     g = np.random.default_rng(zlib.crc32(f"{seed}:{voice}".encode()))
     mels, coeffs, vis, starts, nframes = [], [], [], [], []
     clean_s = 0.0
     t0 = time.time()
+    aligned = labels.startswith("aligned")
+    fallback = labels == "aligned+engine"
+    made_s, dropped = 0.0, 0
+    flags: list[int] = []
     while clean_s < minutes * 60:
+        if aligned and not fallback and made_s > 60 * max(8 * minutes, 2.0):  # this voice can hardly be aligned: give up
+            log.warning("%s: %d of its clips could not be aligned; %.1f min kept", voice, dropped, clean_s / 60)
+            break
+
+        def text() -> str:
+            t = " ".join(news_text(r) for _ in range(r.randint(1, 3)))
+            return spoken_numbers(t) if aligned else t
+
         if voice.startswith("festival:"):
-            texts = [" ".join(news_text(r) for _ in range(r.randint(1, 3))) for _ in range(8)]
-            clips = _festival(texts, voice.split(":", 1)[1])
+            clips = _festival([text() for _ in range(8)], voice.split(":", 1)[1])
         else:
-            clips = [_studio_tts(" ".join(news_text(r) for _ in range(r.randint(1, 3))), voice, r)]
+            clips = [_studio_tts(text(), voice, r)]
         for clip in clips:
+            made_s += len(clip.audio) / SAMPLE_RATE_HZ
+            ok = False
+            if aligned:
+                try:
+                    clip = Clip(clip.audio, tuple(align(clip.audio, SAMPLE_RATE_HZ, clip.text)), clip.voice, clip.text)
+                    ok = True
+                except SpeechError:
+                    dropped += 1
+                    if not fallback:
+                        continue
             clean_s += len(clip.audio) / SAMPLE_RATE_HZ
             for c in range(copies):
                 strength = 0.0 if (c == 0 and copies > 2) else float(g.uniform(0.3, 1.0))
@@ -326,23 +379,26 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
                 coeffs.append(co.astype(np.float16))
                 vis.append(vi)
                 nframes.append(n)
+                flags.append(int(ok))
     offsets = np.cumsum([0] + [len(m) for m in mels])
     foffsets = np.cumsum([0] + nframes)
     name = voice.replace(":", "_")
-    np.savez_compressed(
-        out_dir / f"{name}.npz", mel=np.concatenate(mels), mel_offsets=offsets, coeffs=np.concatenate(coeffs),
-        vis=np.concatenate(vis), frame_offsets=foffsets,
-    )
-    info = {"voice": voice, "clean_minutes": clean_s / 60, "copies": copies, "clips": len(nframes),
-            "frames": int(foffsets[-1]), "gen_s": time.time() - t0}
+    if mels:  # a voice none of whose clips aligned leaves no shard (its info says so)
+        np.savez_compressed(
+            out_dir / f"{name}.npz", mel=np.concatenate(mels), mel_offsets=offsets, coeffs=np.concatenate(coeffs),
+            vis=np.concatenate(vis), frame_offsets=foffsets, clip_aligned=np.array(flags, np.uint8),
+        )
+    info = {"voice": voice, "labels": labels, "clean_minutes": clean_s / 60, "copies": copies, "clips": len(nframes),
+            "clips_not_aligned": dropped, "minutes_synthesized": made_s / 60, "frames": int(foffsets[-1]),
+            "gen_s": time.time() - t0}
     log.info("%s", info)
     return info
 
 
-def _worker(args: tuple[str, float, int, int, str]) -> dict:
-    voice, minutes, copies, seed, out = args
+def _worker(args: tuple[str, float, int, int, str, str]) -> dict:
+    voice, minutes, copies, seed, out, labels = args
     logging.basicConfig(level=logging.INFO)
-    return _make_voice(voice, minutes, copies, seed, Path(out))
+    return _make_voice(voice, minutes, copies, seed, Path(out), labels)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,21 +409,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--copies", type=int, default=2, help="augmented copies of each clean clip")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--labels", choices=("aligned", "aligned+engine", "engine"), default="aligned",
+                   help="targets from pocketsphinx forced alignment (the reference convention of the human-speech "
+                        "evaluation) or from the TTS engines' own timings (the first shipped weights)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     (args.out / "train").mkdir(parents=True, exist_ok=True)
     (args.out / "val").mkdir(parents=True, exist_ok=True)
-    jobs = [(v, m, args.copies, args.seed, str(args.out / "train"))
+    jobs = [(v, m, args.copies, args.seed, str(args.out / "train"), args.labels)
             for v, m in _voice_minutes(TRAIN_VOICES, args.minutes).items()]
     val = _voice_minutes(VAL_VOICES, args.val_minutes)
-    jobs += [(v, m, 1, args.seed, str(args.out / "val")) for v, m in val.items()]
+    jobs += [(v, m, 1, args.seed, str(args.out / "val"), args.labels) for v, m in val.items()]
     jobs.sort(key=lambda j: -j[1] * (20 if j[0].startswith("piper") else 1))  # slowest first
     from multiprocessing import get_context
 
     with get_context("spawn").Pool(args.jobs) as pool:
         infos = pool.map(_worker, jobs, chunksize=1)
-    summary = {"seed": args.seed, "fps": FPS, "train_voices": list(TRAIN_VOICES), "val_voices": list(VAL_VOICES),
+    summary = {"seed": args.seed, "fps": FPS, "labels": args.labels, "train_voices": list(TRAIN_VOICES), "val_voices": list(VAL_VOICES),
                "copies": args.copies, "voices": infos}
     (args.out / "recipe.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))

@@ -102,13 +102,16 @@ def strong_augment(mel: torch.Tensor, gen: torch.Generator | None = None) -> tor
 class Shards:
     """All clips of a folder of shards, in memory: per clip (mel uint8 (8 + 4T + 4) x 40, coeffs T x 5, vis T)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, aligned_only: bool = False) -> None:
         self.clips: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.voices: list[str] = []
         for f in sorted(folder.glob("*.npz")):
             z = np.load(f)
             mo, fo = z["mel_offsets"], z["frame_offsets"]
+            ok = z["clip_aligned"] if "clip_aligned" in z.files else np.zeros(len(fo) - 1, np.uint8)
             for i in range(len(fo) - 1):
+                if aligned_only and not ok[i]:
+                    continue
                 self.clips.append((z["mel"][mo[i]:mo[i + 1]], z["coeffs"][fo[i]:fo[i + 1]].astype(np.float32),
                                    z["vis"][fo[i]:fo[i + 1]]))
                 self.voices.append(f.stem)
@@ -196,12 +199,12 @@ def load_weights(path: Path, device: str = "cpu") -> Audio2Motion:
 def train(
     data: Path, out: Path, config: str, minutes: float, device: str, batch: int, lr: float, seed: int,
     augment: Augment = Augment.RECIPE, pbm_weight: float = 1.0, dropout: float | None = None,
-    keep_best: bool = False, weight_decay: float = 0.01,
+    keep_best: bool = False, weight_decay: float = 0.01, aligned_only: bool = False,
 ) -> dict:
     """Train for ``minutes`` of wall clock; ``keep_best`` saves the weights of the best held-out-voice loss."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    tr, va = Shards(data / "train"), Shards(data / "val")
+    tr, va = Shards(data / "train", aligned_only), Shards(data / "val", aligned_only)
     cfg = CONFIGS[config] if dropout is None else replace(CONFIGS[config], dropout=dropout)
     model = Audio2Motion(cfg).to(device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -291,11 +294,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dropout", type=float, default=None, help="default: the config's")
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--keep-best", action="store_true", help="keep the weights of the best held-out-voice loss")
+    p.add_argument("--aligned-only", action="store_true",
+                   help="train and validate only on clips whose targets come from forced alignment")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     batch = args.batch or (16 if args.config == "small" else 64)
     m = train(args.data, args.out, args.config, args.minutes, args.device, batch, args.lr, args.seed,
-              args.augment, args.pbm_weight, args.dropout, args.keep_best, args.weight_decay)
+              args.augment, args.pbm_weight, args.dropout, args.keep_best, args.weight_decay,
+              args.aligned_only)
     print(json.dumps(m, indent=1))
     return 0
 

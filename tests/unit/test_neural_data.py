@@ -1,0 +1,41 @@
+"""The data recipe's text side: numbers spoken as words, so what the TTS says is what the forced aligner is given."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from studio.audio.recognizer import _WORD_RE
+from studio.neural.data import news_text, spoken_numbers
+
+
+@pytest.mark.parametrize("text, spoken", [
+    ("Shares rose 4.7 percent.", "Shares rose four point seven percent."),
+    ("on September 12th", "on September twelfth"),
+    ("wait until 1991?", "wait until nineteen ninety one?"),
+    ("cost 9,163 pounds", "cost nine thousand one hundred and sixty three pounds"),
+    ("highs of 27 degrees by 7 am.", "highs of twenty seven degrees by seven in the morning."),
+    ("at 9 o'clock", "at nine o'clock"),
+])
+def test_numbers_are_spoken(text: str, spoken: str) -> None:
+    assert spoken_numbers(text) == spoken
+
+
+def test_no_digits_left_in_the_recipe_text() -> None:
+    r = random.Random(7)
+    for _ in range(300):
+        words = _WORD_RE.findall(spoken_numbers(news_text(r)).lower())
+        assert words and not any(ch.isdigit() for w in words for ch in w)
+
+
+def test_trainer_can_keep_only_the_aligned_clips(tmp_path) -> None:
+    import numpy as np
+
+    from studio.neural.train import Shards
+
+    mel = np.zeros((2 * 16, 40), np.uint8)
+    np.savez(tmp_path / "v.npz", mel=mel, mel_offsets=np.array([0, 16, 32]), coeffs=np.zeros((4, 5), np.float16),
+             vis=np.zeros(4, np.uint8), frame_offsets=np.array([0, 2, 4]), clip_aligned=np.array([0, 1], np.uint8))
+    assert len(Shards(tmp_path).clips) == 2
+    assert len(Shards(tmp_path, aligned_only=True).clips) == 1
