@@ -5,6 +5,8 @@
                                                           vs last minute, INT8 vs FP16 output difference
   python -m studio.neural.bench fingerprint               rundown played twice; rundown with repeated station idents
   python -m studio.neural.bench gpu --weights W           step / encoder time on CUDA (device machine)
+  python -m studio.neural.bench render                    ``main.py render --audio`` of the human clips with both
+                                                          engines, lip sync measured on the MP4s (MediaPipe)
 Each writes JSON to stdout (and ``--json FILE``).
 """
 
@@ -251,9 +253,48 @@ def bench_gpu(weights: Path, seconds: float = 30.0) -> dict:
     return res
 
 
+def bench_render(clips: tuple[str, ...] = ("moonshine:beckett.wav", "moonshine:two_cities.wav"),
+                 size: int = 256) -> dict:
+    """Each clip rendered by the real CLI with each audio engine, then ``measure_lipsync`` against the clip's
+    forced-aligned transcript: best mouth-opening / loudness correlation and its lag, p/b/m over open-vowel opening."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from studio.bench.lipsync import measure_lipsync
+    from studio.neural.evaluate import load_clips, reference_phones
+    from studio.pipeline.offline import load_audio_file
+
+    known = {k: (p, t) for k, p, t in load_clips()}
+    res: dict = {"cmd": f"python main.py render --audio CLIP --size {size} --engine neural|pocketsphinx --out X.mp4; "
+                        "measure_lipsync(X.mp4, forced-aligned phones, max_lag_frames=5)"}
+    root = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        for key in clips:
+            if key not in known:
+                res[key] = "clip not installed"
+                continue
+            path, text = known[key]
+            audio, rate = load_audio_file(path)
+            phones, _ = reference_phones(audio, rate, text)
+            for engine in ("neural", "pocketsphinx"):
+                out = Path(tmp) / f"{engine}.mp4"
+                run = subprocess.run([sys.executable, str(root / "main.py"), "render", "--audio", str(path), "--size",
+                                      str(size), "--engine", engine, "--out", str(out)], capture_output=True, text=True)
+                if run.returncode != 0:
+                    res[f"{key}|{engine}"] = {"error": run.stderr.strip()[-400:]}
+                    continue
+                rep = measure_lipsync(out, phones, max_lag_frames=5)
+                res[f"{key}|{engine}"] = {"best_corr": rep.best_corr, "best_lag_frames": rep.best_lag_frames,
+                                          "pbm_over_open": rep.phones.pbm_over_open, "n_pbm_frames": rep.phones.n_pbm_frames,
+                                          "n_open_frames": rep.phones.n_open_frames,
+                                          "stderr_tail": run.stderr.strip().splitlines()[-1][-300:]}
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["rtf", "kv", "int8", "fingerprint", "gpu"])
+    p.add_argument("what", choices=["rtf", "kv", "int8", "fingerprint", "gpu", "render"])
     p.add_argument("--weights", type=Path, default=MODEL_DIR / "audio2motion.pt")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--minutes", type=float, default=60.0)
@@ -270,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         r = bench_int8_vs_fp16(args.weights)
     elif args.what == "fingerprint":
         r = bench_fingerprint(args.weights, args.voice)
+    elif args.what == "render":
+        r = bench_render()
     else:
         r = bench_gpu(args.weights)
     text = json.dumps(r, indent=1)

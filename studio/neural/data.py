@@ -1,12 +1,19 @@
 """The data recipe of the audio-to-motion model: aligned TTS speech -> augmented log-mel + per-frame targets.
 
-Reproducible from a seed: ``python -m studio.neural.data --out data/a2m --minutes 40 --seed 0``.
-- Text: news-like sentences made by code (names, places, numbers, dates, times, money, scores; see ``news_text``).
+Reproducible from a seed (the shipped weights' set):
+``python -m studio.neural.data --out data/a2m_aligned --minutes 72 --val-minutes 10 --copies 2 --labels aligned+engine``
+- Text: news-like sentences made by code (names, places, numbers, dates, times, money, scores; see ``news_text``); with
+  aligned labels the numbers are spelled out first (``spoken_numbers``) so the aligner gets the words the TTS says.
 - Voices: Piper joe (length scales 0.8..1.25), eSpeak NG (several accents, rates 120..230 wpm, pitch 20..80) and
   Festival (cmu_us_slt_arctic_hts, kal_diphone; Debian, ``installers/training-deps.sh``). MBROLA stays out (licence).
   Whole voices are held out for validation (``VAL_VOICES``).
-- Targets per 25 fps frame from the engine's own phone timings: the 5 mouth coefficients of ``mouth_track`` (with the
-  clean audio's loudness, like the script path) and the viseme class at the frame centre.
+- Targets per 25 fps frame from the phone timings: the 5 mouth coefficients of ``mouth_track`` (with the clean audio's
+  loudness, like the script path) and the viseme class at the frame centre. The timings come from pocketsphinx forced
+  alignment of each clean clip to its text (``--labels aligned``, the default): that is how the human-speech
+  evaluation makes its reference, and the engines' own timings disagree with it (measured on 40 sentences: Piper joe
+  agrees on 55 % of frames and is one frame late, Festival voices 79..87 %). eSpeak NG speech rarely aligns (79 to 100 %
+  of its clips fail, depending on the voice); ``aligned+engine`` keeps such clips with the engine's timings and flags
+  them (``clip_aligned``) so the trainer can use or leave them (``--aligned-only``).
 - Augmentation (per copy, random): speed/pitch by resampling (timings scaled with it), gain, reverb (synthetic
   exponential room response), additive noise (white / pink / brown / hum at 5..40 dB SNR), band limits (telephone to
   wideband), microphone-like EQ (random smooth spectral tilt and peaks).
