@@ -18,6 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_torch_and_onnx_backends_agree(tmp_path: Path) -> None:
+    """Same graphs, same numbers: the encoder (no cache) to float precision. The step graphs keep an INT8 cache: a
+    last-digit difference between the two runtimes can round a cached value to the next INT8 step, so the motion
+    is bounded by a fraction of the 0..1 range and the visemes must agree."""
     from studio.neural.engine import NeuralMotionEngine
     from studio.neural.export import export
 
@@ -27,9 +30,11 @@ def test_torch_and_onnx_backends_agree(tmp_path: Path) -> None:
                            model=a.model)
     t = np.arange(16000 * 3) / 16000
     audio = (0.2 * np.sin(2 * np.pi * 180 * t) * (np.sin(2 * np.pi * 3 * t) > 0)).astype(np.float32)
+    window = np.random.default_rng(0).normal(-5.0, 2.0, (20, a.model.cfg.n_mels)).astype(np.float32)
+    assert np.abs(a.backend.encode(window) - b.backend.encode(window)).max() < 1e-4
     x, y = a.motion(audio), b.motion(audio)
     assert x.mouth.shape == y.mouth.shape == (75, 5)
-    assert np.abs(x.mouth - y.mouth).max() < 1e-4
+    assert np.abs(x.mouth - y.mouth).max() < 0.02
     assert (x.visemes == y.visemes).mean() > 0.98
 
 
