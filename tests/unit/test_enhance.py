@@ -92,6 +92,21 @@ def test_motion_space_interpolation_is_close_to_generated_frames(module):
     assert psnr(out.clamp(0, 255)[1::2], ref[1:8:2]) > 35.0
 
 
+def test_a_span_of_keyframes_only_is_the_generated_frames(module):
+    """Stride 1 everywhere (speech under the silence sieve alone): every frame generated, the next span's field kept."""
+    from studio.bench.renderer_speed import _motion
+
+    c = torch.tensor(_motion(9)) * 0.3
+    with torch.inference_mode():
+        ref = module(c).clamp(0, 255)
+        interp = MotionSpaceInterpolator(module, max_error_px=1.0)
+        out, last = interp.render_span(c, np.ones(9, np.int64))
+        grid, mask = module.warp_field(c[8:])
+    assert out.shape[0] == 8 and interp.frames_full == 8 and interp.frames_interpolated == 0
+    assert torch.equal(out.clamp(0, 255), ref[:8])
+    assert torch.equal(last[0], grid) and torch.equal(last[1], mask)
+
+
 def test_static_shapes_render_the_same_pixels(module):
     from studio.bench.renderer_speed import _motion
 
