@@ -119,3 +119,37 @@ def test_thread_chooser_with_one_core_never_switches() -> None:
 
     chooser = ThreadChooser(1)
     assert {chooser.record(0.01 * i) for i in range(1, 30)} == {1}
+
+
+def test_preview_switches_to_the_pyramidal_renderer_after_calibration() -> None:
+    """The plain renderer's first batches are the HUD's baseline; then frames come from the warp-field route (every
+    8th batch plain, re-measuring the baseline) and the pyramidal pill carries the saving measured live (whatever its
+    sign on this machine)."""
+    import time
+
+    from studio.pipeline.telemetry import OptimizationStatus
+
+    runtime = rt.PresenterRuntime(rt.RuntimeSettings(size_px=128, batch_frames=2, audio_output=rt.AudioOutputMode.NONE,
+                                                     warm_up_voice=False))
+    thread = threading.Thread(target=runtime.run)
+    thread.start()
+    runtime.submit(rt.LoadAnchor(None))
+    pill = compute = None
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            sample = runtime.bus.latest("runtime")
+            compute = sample.compute if sample is not None else None
+            pill = next((x for x in compute.shares if x.name == "pyramidal"), None) if compute else None
+            if pill is not None and pill.status is OptimizationStatus.ACTIVE and runtime._live_ms:
+                break
+            time.sleep(0.1)
+    finally:
+        runtime.submit(rt.Shutdown())
+        thread.join(timeout=30)
+    assert pill is not None and pill.status is OptimizationStatus.ACTIVE, pill
+    assert "measured live" in pill.reason and "pyramidal renderer" in compute.baseline_source
+    assert math.isfinite(compute.baseline_ms_per_frame) and math.isfinite(pill.saved_fraction)
+    assert runtime._fast_presenter is not runtime._presenter
+    assert runtime._fast_presenter.settings.field_px == 16  # 128 / 8
+    assert runtime.latest_frame().image.shape == (128, 128, 3)
