@@ -56,6 +56,8 @@ def _build_parser() -> argparse.ArgumentParser:
     lv.add_argument("--fps", type=float, default=25.0)
     lv.add_argument("--device", default="auto")
     lv.add_argument("--input", help="input device name (default: the system default)")
+    lv.add_argument("--field-divisor", type=int, default=8, choices=[4, 8, 16],
+                    help="warp field at size / this: 4 = the plain renderer, 8 = pyramidal (default)")
 
     b = sub.add_parser("bench", help="plain vs optimized pipeline, with every optimization's share (JSON + PNG)")
     b.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
