@@ -99,12 +99,9 @@ class MotionSpaceInterpolator:
         mid = np.flatnonzero(~plan.full)
         if not len(mid):  # every frame is a keyframe (speech under the sieve alone): no scatter into a new buffer
             out = self.compose(coeffs[:n_out], grid[:n_out], mask[:n_out])
-            self.frames_full += n_out
-            self.frames_fallback += plan.fallback_frames
-            return out, (grid[-1:].clone(), mask[-1:].clone())
-        out = torch.empty((n_out, 3, m.size, m.size), device=coeffs.device, dtype=grid.dtype)
-        out[keys] = self.compose(coeffs[keys], grid[:len(keys)], mask[:len(keys)])
-        if len(mid):
+        else:
+            out = torch.empty((n_out, 3, m.size, m.size), device=coeffs.device, dtype=grid.dtype)
+            out[keys] = self.compose(coeffs[keys], grid[:len(keys)], mask[:len(keys)])
             a = torch.tensor([slot[int(i)] for i in plan.prev[mid]], device=coeffs.device)
             b = torch.tensor([slot[int(i)] for i in plan.next[mid]], device=coeffs.device)
             w = torch.tensor(plan.weight[mid], device=coeffs.device, dtype=grid.dtype).view(-1, 1, 1, 1)

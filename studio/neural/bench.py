@@ -286,7 +286,8 @@ def bench_render(clips: tuple[str, ...] = ("moonshine:beckett.wav", "moonshine:t
                     continue
                 rep = measure_lipsync(out, phones, max_lag_frames=5)
                 res[f"{key}|{engine}"] = {"best_corr": rep.best_corr, "best_lag_frames": rep.best_lag_frames,
-                                          "pbm_over_open": rep.phones.pbm_over_open, "n_pbm_frames": rep.phones.n_pbm_frames,
+                                          "pbm_over_open": rep.phones.pbm_over_open,
+                                          "n_pbm_frames": rep.phones.n_pbm_frames,
                                           "n_open_frames": rep.phones.n_open_frames,
                                           "stderr_tail": run.stderr.strip().splitlines()[-1][-300:]}
     return res

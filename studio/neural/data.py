@@ -350,15 +350,15 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
     fallback = labels == "aligned+engine"
     made_s, dropped = 0.0, 0
     flags: list[int] = []
+
+    def text() -> str:
+        t = " ".join(news_text(r) for _ in range(r.randint(1, 3)))
+        return spoken_numbers(t) if aligned else t
+
     while clean_s < minutes * 60:
         if aligned and not fallback and made_s > 60 * max(8 * minutes, 2.0):  # this voice can hardly be aligned: give up
             log.warning("%s: %d of its clips could not be aligned; %.1f min kept", voice, dropped, clean_s / 60)
             break
-
-        def text() -> str:
-            t = " ".join(news_text(r) for _ in range(r.randint(1, 3)))
-            return spoken_numbers(t) if aligned else t
-
         if voice.startswith("festival:"):
             clips = _festival([text() for _ in range(8)], voice.split(":", 1)[1])
         else:
@@ -433,8 +433,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with get_context("spawn").Pool(args.jobs) as pool:
         infos = pool.map(_worker, jobs, chunksize=1)
-    summary = {"seed": args.seed, "fps": FPS, "labels": args.labels, "train_voices": list(TRAIN_VOICES), "val_voices": list(VAL_VOICES),
-               "copies": args.copies, "voices": infos}
+    summary = {"seed": args.seed, "fps": FPS, "labels": args.labels, "train_voices": list(TRAIN_VOICES),
+               "val_voices": list(VAL_VOICES), "copies": args.copies, "voices": infos}
     (args.out / "recipe.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0

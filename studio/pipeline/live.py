@@ -262,9 +262,8 @@ class LiveSession:
         self.ring = self.capture.ring
         self.rate_hz = self.ring.sample_rate_hz
         if presenter is None:
-            from studio.presenter.anchor import build_anchor
-
             from studio.enhance.upscale import warp_field_settings
+            from studio.presenter.anchor import build_anchor
 
             rs = RenderSettings(size_px=s.size_px, device=s.device)
             if s.field_divisor != 4:

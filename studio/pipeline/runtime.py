@@ -81,8 +81,7 @@ class RuntimeSettings:
     render_duty: float = 0.85  # when behind, the renderer rests this share of its time: (1 - duty) / duty x cost
     # Pyramidal rendering in the preview: after the plain renderer's calibration batches (the HUD's baseline), frames
     # come from the warp-field route, the field at size / field_divisor instead of size / 4 (face PSNR 40 dB, SSIM
-    # 0.995 against the plain renderer at 384 px, results/cpu); the HUD shows the saving measured live.
-    pyramidal: bool = True
+    # 0.995 against the plain renderer at 384 px, results/cpu); the HUD shows the saving measured live. 4 = plain only.
     field_divisor: int = 8
     record_queue_frames: int = 100  # recorder backlog before frames are dropped (and repeated in the file)
     default_voice: str = "piper:joe"
@@ -624,7 +623,7 @@ PLAIN_EVERY = 8  # after calibration, every 8th batch is rendered plainly: the b
 # the same load and thread count as the pyramidal batches around it (about 3 % of the pyramidal saving is spent on it)
 
 
-def _calibration(device_kind: str, pyramidal: bool = False) -> tuple[list[float], str, tuple]:
+def _calibration(device_kind: str, pyramidal: bool = False) -> tuple[str, tuple]:
     """Baseline of the HUD's compute saved: the plain renderer's cost per frame over its first CALIBRATION_BATCHES
     live batches on this machine (same load as later: GUI, speech, present thread); the pills of the optimizations
     the preview does not use take their measured fractions from this machine's last bench JSON when there is one
@@ -641,7 +640,7 @@ def _calibration(device_kind: str, pyramidal: bool = False) -> tuple[list[float]
         f"median of its first {CALIBRATION_BATCHES} live batches")
     if bench is not None:
         source += f"; pill fractions: bench of {bench.get('finished', '?')} on this machine"
-    return [], source, shares
+    return source, shares
 
 
 class PresenterRuntime:
@@ -681,10 +680,11 @@ class PresenterRuntime:
         # Telemetry bus (the HUD pulls it): per-frame stage costs, and the plain renderer's cost measured at start.
         self.bus = TelemetryBus()
         self._stage_ms = StageWindow(120)
-        self._compute_base: tuple[list[float], str, tuple] | None = None  # (calibration ms per frame, source, pills)
+        self._compute_base: tuple[str, tuple] | None = None  # (baseline source, pills), set with each anchor
         self._fast_presenter = None  # the pyramidal renderer, used once the plain one is calibrated
         self._live_ms: deque[float] = deque(maxlen=LIVE_WINDOW_BATCHES)  # its cost per frame, batch by batch
         self._plain_ms: deque[float] = deque(maxlen=CALIBRATION_BATCHES)  # the plain renderer's recent batches
+        self._plain_batches = 0  # plain batches timed since the anchor was installed (the first ones calibrate)
         self._batches = 0
         # Present thread state.
         self._cond = threading.Condition()
@@ -993,7 +993,7 @@ class PresenterRuntime:
         presenter.render_batch(warm)
         self._frame_s_ema = (time.perf_counter() - t0) / s.batch_frames
         fast = None
-        if s.pyramidal:
+        if s.field_divisor != 4:
             from studio.enhance.upscale import warp_field_settings
 
             fast = Presenter(anchor, warp_field_settings(base, s.field_divisor))
@@ -1002,7 +1002,7 @@ class PresenterRuntime:
         self._fast_presenter = fast
         self._live_ms.clear()
         self._plain_ms.clear()
-        self._batches = 0
+        self._plain_batches = self._batches = 0
         if self._presenter is None:  # slots that passed before there was a face are not dropped frames
             self._next_slot = max(self._next_slot, int(self._clock.now_s() * s.fps) + 1)
         self._presenter = presenter
@@ -1178,8 +1178,7 @@ class PresenterRuntime:
         t_m = time.perf_counter()
         coeffs = self._motion_for(slots)
         fast = self._fast_presenter
-        calibrating = self._compute_base is None or len(self._compute_base[0]) < CALIBRATION_BATCHES
-        plain = fast is None or calibrating or self._batches % PLAIN_EVERY == 0
+        plain = fast is None or self._plain_batches < CALIBRATION_BATCHES or self._batches % PLAIN_EVERY == 0
         self._batches += 1
         t0 = time.perf_counter()
         images = (self._presenter if plain else fast).render_batch(coeffs)  # B x S x S x 3 uint8
@@ -1215,19 +1214,18 @@ class PresenterRuntime:
         stages = self._stage_ms.timings()
         compute = None
         if self._compute_base is not None and "render" in stages:
-            calib, source, shares = self._compute_base
+            source, shares = self._compute_base
             fast = self._fast_presenter
             if not plain:
                 self._live_ms.append(batch_ms_per_frame)
-            elif len(calib) < CALIBRATION_BATCHES:
-                calib.append(batch_ms_per_frame)
+            elif fast is not None or self._plain_batches < CALIBRATION_BATCHES:  # plain only: the first ones
                 self._plain_ms.append(batch_ms_per_frame)
-            else:
-                self._plain_ms.append(batch_ms_per_frame)
-            base = float(np.median(self._plain_ms)) if len(calib) >= CALIBRATION_BATCHES else math.nan
+                self._plain_batches += 1
+            n_calib = min(self._plain_batches, CALIBRATION_BATCHES)
+            base = float(np.median(self._plain_ms)) if n_calib == CALIBRATION_BATCHES else math.nan
             actual = float(np.median(self._live_ms)) if self._live_ms else stages["render"].median_ms
             if math.isnan(base):
-                source += f" (calibrating: {len(calib)}/{CALIBRATION_BATCHES})"
+                source += f" (calibrating: {n_calib}/{CALIBRATION_BATCHES})"
             if fast is not None:
                 active = bool(self._live_ms)
                 saved = (base - actual) / base if active and base > 0 else math.nan
