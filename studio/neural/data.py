@@ -6,7 +6,9 @@ Reproducible from a seed (the shipped weights' set):
   aligned labels the numbers are spelled out first (``spoken_numbers``) so the aligner gets the words the TTS says.
 - Voices: Piper joe (length scales 0.8..1.25), eSpeak NG (several accents, rates 120..230 wpm, pitch 20..80) and
   Festival (cmu_us_slt_arctic_hts, kal_diphone; Debian, ``installers/training-deps.sh``). MBROLA stays out (licence).
-  Whole voices are held out for validation (``VAL_VOICES``).
+  Whole voices are held out for validation (``VAL_VOICES``). ``--voices kokoro`` adds Kokoro-82M voices
+  (``studio.neural.kokoro``: four voices and blends of two, jf_tebukuro held out; aligned labels only) to an existing
+  folder.
 - Targets per 25 fps frame from the phone timings: the 5 mouth coefficients of ``mouth_track`` (with the clean audio's
   loudness, like the script path) and the viseme class at the frame centre. The timings come from pocketsphinx forced
   alignment of each clean clip to its text (``--labels aligned``, the default): that is how the human-speech
@@ -33,6 +35,7 @@ import tempfile
 import time
 import zlib
 from dataclasses import dataclass
+from functools import lru_cache
 from math import gcd
 from pathlib import Path
 
@@ -57,6 +60,10 @@ TRAIN_VOICES = (
     "espeak:en-gb-scotland", "festival:cmu_us_slt_arctic_hts", "festival:kal_diphone",
 )  # fmt: skip
 VAL_VOICES = ("espeak:en-029", "espeak:en-gb-x-rp", "espeak:en-gb-x-gbclan", "festival:ked_diphone")
+# Kokoro-82M (``studio.neural.kokoro``): four of its five voices, plus ``kokoro:blend`` (each clip a random mix of two
+# of those four); jf_tebukuro is held out. Made with ``--voices kokoro`` into an existing data folder.
+KOKORO_TRAIN = ("kokoro:jf_alpha", "kokoro:jf_gongitsune", "kokoro:jf_nezumi", "kokoro:jm_kumo", "kokoro:blend")
+KOKORO_VAL = ("kokoro:jf_tebukuro",)
 # Share of the clean minutes per voice family (Piper is the only natural-sounding voice: it gets the most).
 _WEIGHTS = {"piper:joe": 4.0, "festival:cmu_us_slt_arctic_hts": 2.0}
 
@@ -196,6 +203,26 @@ def _festival(texts: list[str], voice: str) -> list[Clip]:
                 prev = end
             out.append(Clip(audio, tuple(phones), f"festival:{voice}", t))
     return out
+
+
+@lru_cache(maxsize=1)
+def _kokoro_voice():  # noqa: ANN202
+    from studio.neural.kokoro import KokoroVoice
+
+    return KokoroVoice(threads=1)
+
+
+def _kokoro(text: str, voice: str, r: random.Random) -> Clip:
+    """Kokoro speech at speeds 0.85..1.2 with 0.1..0.5 s between sentences; no phone timings (align it)."""
+    from studio.neural.kokoro import SAMPLE_RATE, VOICES
+
+    name = voice.split(":", 1)[1]
+    if name == "blend":
+        a, b = r.sample([v for v in VOICES if f"kokoro:{v}" in KOKORO_TRAIN], 2)
+        w = r.uniform(0.2, 0.8)
+        name = f"{a}*{w:.3f}+{b}*{1 - w:.3f}"
+    audio = _kokoro_voice().synthesize(text, name, speed=r.uniform(0.85, 1.2), pause_s=r.uniform(0.1, 0.5))
+    return Clip(_resample(audio, SAMPLE_RATE, SAMPLE_RATE_HZ), (), voice, text)
 
 
 def _studio_tts(text: str, voice: str, r: random.Random) -> Clip:
@@ -361,6 +388,8 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
             break
         if voice.startswith("festival:"):
             clips = _festival([text() for _ in range(8)], voice.split(":", 1)[1])
+        elif voice.startswith("kokoro:"):
+            clips = [_kokoro(text(), voice, r)]
         else:
             clips = [_studio_tts(text(), voice, r)]
         for clip in clips:
@@ -372,7 +401,7 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
                     ok = True
                 except SpeechError:
                     dropped += 1
-                    if not fallback:
+                    if not fallback or not clip.phones:  # Kokoro has no timings of its own
                         continue
             clean_s += len(clip.audio) / SAMPLE_RATE_HZ
             for c in range(copies):
@@ -419,23 +448,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--labels", choices=("aligned", "aligned+engine", "engine"), default="aligned",
                    help="targets from pocketsphinx forced alignment (the reference convention of the human-speech "
                         "evaluation) or from the TTS engines' own timings (the first shipped weights)")
+    p.add_argument("--voices", choices=("base", "kokoro"), default="base",
+                   help="base: Piper, eSpeak NG and Festival (a new folder); kokoro: add the Kokoro voices to an "
+                        "existing folder (aligned labels only; --minutes / --val-minutes are theirs)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     (args.out / "train").mkdir(parents=True, exist_ok=True)
     (args.out / "val").mkdir(parents=True, exist_ok=True)
-    jobs = [(v, m, args.copies, args.seed, str(args.out / "train"), args.labels)
-            for v, m in _voice_minutes(TRAIN_VOICES, args.minutes).items()]
-    val = _voice_minutes(VAL_VOICES, args.val_minutes)
-    jobs += [(v, m, 1, args.seed, str(args.out / "val"), args.labels) for v, m in val.items()]
-    jobs.sort(key=lambda j: -j[1] * (20 if j[0].startswith("piper") else 1))  # slowest first
+    train_v, val_v = (TRAIN_VOICES, VAL_VOICES) if args.voices == "base" else (KOKORO_TRAIN, KOKORO_VAL)
+    labels = args.labels if args.voices == "base" else "aligned"
+    jobs = [(v, m, args.copies, args.seed, str(args.out / "train"), labels)
+            for v, m in _voice_minutes(train_v, args.minutes).items()]
+    val = _voice_minutes(val_v, args.val_minutes)
+    jobs += [(v, m, 1, args.seed, str(args.out / "val"), labels) for v, m in val.items()]
+    jobs.sort(key=lambda j: -j[1] * (20 if j[0].startswith(("piper", "kokoro")) else 1))  # slowest first
     from multiprocessing import get_context
 
     with get_context("spawn").Pool(args.jobs) as pool:
         infos = pool.map(_worker, jobs, chunksize=1)
-    summary = {"seed": args.seed, "fps": FPS, "labels": args.labels, "train_voices": list(TRAIN_VOICES),
-               "val_voices": list(VAL_VOICES), "copies": args.copies, "voices": infos}
-    (args.out / "recipe.json").write_text(json.dumps(summary, indent=1))
+    recipe = args.out / "recipe.json"
+    if args.voices == "base" or not recipe.is_file():
+        summary = {"seed": args.seed, "fps": FPS, "labels": args.labels, "train_voices": list(train_v),
+                   "val_voices": list(val_v), "copies": args.copies, "voices": infos}
+    else:  # add to the base recipe
+        summary = json.loads(recipe.read_text())
+        summary["train_voices"] = [v for v in summary["train_voices"] if v not in train_v] + list(train_v)
+        summary["val_voices"] = [v for v in summary["val_voices"] if v not in val_v] + list(val_v)
+        mine = {i["voice"] for i in infos}
+        summary["voices"] = [i for i in summary["voices"] if i["voice"] not in mine] + infos
+        summary.setdefault("added", []).append({"voices": args.voices, "minutes": args.minutes,
+                                                "val_minutes": args.val_minutes, "copies": args.copies,
+                                                "seed": args.seed, "labels": labels})
+    recipe.write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0
 

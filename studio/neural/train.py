@@ -34,6 +34,7 @@ CONFIGS = {
     "small": ModelConfig(enc_channels=64, d_model=96, n_layers=2, n_heads=4),
     "medium": ModelConfig(enc_channels=96, d_model=128, n_layers=3, n_heads=4),
     "full": ModelConfig(),
+    "large": ModelConfig(enc_channels=160, d_model=256, n_layers=6, n_heads=4),
 }
 CROP = 150
 LEFT_CTX = 8  # mel frames of real left context for the encoder (>= receptive field - 1)
@@ -102,10 +103,10 @@ def strong_augment(mel: torch.Tensor, gen: torch.Generator | None = None) -> tor
 class Shards:
     """All clips of a folder of shards, in memory: per clip (mel uint8 (8 + 4T + 4) x 40, coeffs T x 5, vis T)."""
 
-    def __init__(self, folder: Path, aligned_only: bool = False) -> None:
+    def __init__(self, folder: Path, aligned_only: bool = False, prefix: str = "") -> None:
         self.clips: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.voices: list[str] = []
-        for f in sorted(folder.glob("*.npz")):
+        for f in sorted(folder.glob(f"{prefix}*.npz")):
             z = np.load(f)
             mo, fo = z["mel_offsets"], z["frame_offsets"]
             ok = z["clip_aligned"] if "clip_aligned" in z.files else np.zeros(len(fo) - 1, np.uint8)
@@ -199,9 +200,10 @@ def load_weights(path: Path, device: str = "cpu") -> Audio2Motion:
 def train(
     data: Path, out: Path, config: str, minutes: float, device: str, batch: int, lr: float, seed: int,
     augment: Augment = Augment.RECIPE, pbm_weight: float = 1.0, dropout: float | None = None,
-    keep_best: bool = False, weight_decay: float = 0.01, aligned_only: bool = False,
+    keep_best: bool = False, weight_decay: float = 0.01, aligned_only: bool = False, select: str = "",
 ) -> dict:
-    """Train for ``minutes`` of wall clock; ``keep_best`` saves the weights of the best held-out-voice loss."""
+    """Train for ``minutes`` of wall clock; ``keep_best`` saves the weights of the best held-out-voice loss (over the
+    held-out voices whose shard names start with ``select``, e.g. ``kokoro``: all of them when empty)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     tr, va = Shards(data / "train", aligned_only), Shards(data / "val", aligned_only)
@@ -213,6 +215,7 @@ def train(
     log_f = (out / "train_log.jsonl").open("w")
     val_rng = np.random.default_rng(1234)
     val_batches = [va.batch(val_rng, 32) for _ in range(4)]
+    sel_batches = [Shards(data / "val", aligned_only, select).batch(val_rng, 32) for _ in range(4)] if select else []
     amp = device.startswith("cuda")
     t_start = time.time()
     budget_s = minutes * 60
@@ -220,7 +223,7 @@ def train(
     info = {"config": config, "model": cfg.to_dict(), "params": n_params, "device": device, "batch": batch,
             "train_clips": len(tr.clips), "train_frames": int(tr.frames.sum()), "val_clips": len(va.clips),
             "val_frames": int(va.frames.sum()), "augment": augment.value, "pbm_weight": pbm_weight,
-            "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr}
+            "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select}
     log.info("%s", info)
     log_f.write(json.dumps({"info": info}) + "\n")
 
@@ -228,12 +231,15 @@ def train(
         model.eval()
         acc: dict[str, float] = {}
         with torch.no_grad(), torch.autocast("cuda", torch.bfloat16, enabled=amp):
-            for vb in val_batches:
-                r = losses(model, {k: v.to(device) for k, v in vb.items()}, 0.0, False)
-                for k, v in r.items():
-                    acc[k] = acc.get(k, 0.0) + float(v) / len(val_batches)
+            for name, batches in (("", val_batches), ("sel_", sel_batches)):
+                for vb in batches:
+                    r = losses(model, {k: v.to(device) for k, v in vb.items()}, 0.0, False)
+                    for k, v in r.items():
+                        acc[name + k] = acc.get(name + k, 0.0) + float(v) / len(batches)
         model.train()
         return acc
+
+    sel_key = "sel_loss" if select else "loss"
 
     last_eval = 0.0
     best: tuple[float, int, dict[str, torch.Tensor] | None, dict[str, float]] = (float("inf"), 0, None, {})
@@ -264,10 +270,10 @@ def train(
             log.info("%s", rec)
             log_f.write(json.dumps(rec) + "\n")
             log_f.flush()
-            if keep_best and v["loss"] < best[0] and frac > 0.3:
-                best = (v["loss"], step, {k: x.detach().clone() for k, x in model.state_dict().items()}, v)
+            if keep_best and v[sel_key] < best[0] and frac > 0.3:
+                best = (v[sel_key], step, {k: x.detach().clone() for k, x in model.state_dict().items()}, v)
     v = evaluate()
-    if keep_best and best[2] is not None and best[0] < v["loss"]:
+    if keep_best and best[2] is not None and best[0] < v[sel_key]:
         model.load_state_dict(best[2])
         v = {**best[3], "best_step": best[1]}
     metrics = {**info, "steps": step, "train_s": round(time.time() - t_start, 1),
@@ -294,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dropout", type=float, default=None, help="default: the config's")
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--keep-best", action="store_true", help="keep the weights of the best held-out-voice loss")
+    p.add_argument("--select", default="", help="with --keep-best: judge on these held-out voices only (shard "
+                   "name prefix, e.g. kokoro)")
     p.add_argument("--aligned-only", action="store_true",
                    help="train and validate only on clips whose targets come from forced alignment")
     args = p.parse_args(argv)
@@ -301,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     batch = args.batch or (16 if args.config == "small" else 64)
     m = train(args.data, args.out, args.config, args.minutes, args.device, batch, args.lr, args.seed,
               args.augment, args.pbm_weight, args.dropout, args.keep_best, args.weight_decay,
-              args.aligned_only)
+              args.aligned_only, args.select)
     print(json.dumps(m, indent=1))
     return 0
 

@@ -39,3 +39,34 @@ def test_trainer_can_keep_only_the_aligned_clips(tmp_path) -> None:
              vis=np.zeros(4, np.uint8), frame_offsets=np.array([0, 2, 4]), clip_aligned=np.array([0, 1], np.uint8))
     assert len(Shards(tmp_path).clips) == 2
     assert len(Shards(tmp_path, aligned_only=True).clips) == 1
+
+
+@pytest.mark.parametrize("ipa, kokoro", [
+    ("tʃˈeɪndʒ", "ʧˈAnʤ"),  # affricates and diphthongs are one symbol each
+    ("mɚɹˈiːʲə", "məɹˈiə"),  # r-coloured schwa before ɹ, no palatal glide, no length marks
+    ("nˈaʊ bˈɔɪ ɡˈoʊ", "nˈW bˈY ɡˈO"),
+])
+def test_espeak_ipa_becomes_kokoro_symbols(ipa: str, kokoro: str) -> None:
+    from studio.neural.kokoro import to_kokoro
+
+    assert to_kokoro(ipa) == kokoro
+
+
+def test_held_out_kokoro_voice_never_trains() -> None:
+    from studio.neural.data import KOKORO_TRAIN, KOKORO_VAL
+    from studio.neural.kokoro import VOICES
+
+    assert not set(KOKORO_TRAIN) & set(KOKORO_VAL)
+    assert {v.split(":")[1] for v in KOKORO_TRAIN + KOKORO_VAL} - {"blend"} == set(VOICES)
+
+
+def test_selection_can_use_some_held_out_voices_only(tmp_path) -> None:
+    import numpy as np
+
+    from studio.neural.train import Shards
+
+    for name in ("kokoro_jf_tebukuro", "espeak_en-029"):
+        np.savez(tmp_path / f"{name}.npz", mel=np.zeros((16, 40), np.uint8), mel_offsets=np.array([0, 16]),
+                 coeffs=np.zeros((2, 5), np.float16), vis=np.zeros(2, np.uint8), frame_offsets=np.array([0, 2]))
+    assert Shards(tmp_path, prefix="kokoro").voices == ["kokoro_jf_tebukuro"]
+    assert len(Shards(tmp_path).clips) == 2
