@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from studio.audio.features import N_MELS, SAMPLE_RATE_HZ, StreamingLogMel
-from studio.audio.fingerprint import WINDOW_MEL, FingerprintCache, window_ends
+from studio.audio.fingerprint import STRIDE_MS, WINDOW_MEL, FingerprintCache, window_ends
 from studio.errors import ModelLoadError
 from studio.neural.kvcache import CacheDType
-from studio.neural.model import Audio2Motion, StepGraph
+from studio.neural.model import ENC_RECEPTIVE_FIELD, Audio2Motion, StepGraph
 from studio.neural.settings import Backend, NeuralSettings
 
 log = logging.getLogger(__name__)
@@ -155,8 +155,10 @@ class NeuralMotionEngine:
                                      "use the torch backend.") from exc
         return folder
 
-    def session(self) -> "MotionSession":
-        return MotionSession(self)
+    def session(self, stride_mel: float | None = None) -> "MotionSession":
+        """A new stream; ``stride_mel``: encoder window stride in 10 ms mel frames (default the fingerprint cache's
+        13.33; the live microphone uses 4, one frame, so a frame waits for no more audio than its look-ahead)."""
+        return MotionSession(self, stride_mel)
 
     def motion(self, audio: np.ndarray) -> NeuralMotion:
         """Whole 16 kHz mono float32 recording -> 25 fps motion, ceil(N / 640) frames."""
@@ -171,8 +173,11 @@ class NeuralMotionEngine:
 class MotionSession:
     """One stream: feed audio as it comes, get frames as soon as their look-ahead has arrived."""
 
-    def __init__(self, engine: NeuralMotionEngine) -> None:
+    def __init__(self, engine: NeuralMotionEngine, stride_mel: float | None = None) -> None:
         self.engine = engine
+        self._stride = STRIDE_MS / 10.0 if stride_mel is None else float(stride_mel)
+        if not 1 <= self._stride <= WINDOW_MEL - ENC_RECEPTIVE_FIELD + 1:
+            raise ValueError(f"stride_mel {stride_mel} out of range 1..{WINDOW_MEL - ENC_RECEPTIVE_FIELD + 1}")
         cfg = engine.model.cfg
         self._mpf, self._tok = cfg.mel_per_frame, cfg.mel_per_token
         self._mel = StreamingLogMel()
@@ -207,7 +212,7 @@ class MotionSession:
     def _run_windows(self) -> None:
         mel_end = self._mel_base + len(self._mel_buf)
         while True:
-            e = self._first_end + int(round(self._window_k * 400.0 / 3.0 / 10.0))
+            e = self._first_end + int(round(self._window_k * self._stride))
             if e > mel_end:
                 break
             done = self._enc_base + len(self._enc_buf)
@@ -245,11 +250,19 @@ class MotionSession:
         with self._lock:
             x = np.asarray(audio, np.float32).reshape(-1)
             self._samples_in += len(x)
-            feats = self._mel.push(x)
-            if len(feats):
-                self._mel_buf = np.concatenate([self._mel_buf, feats])
-            self._run_windows()
-            return self._run_steps()
+            return self._push_mel(self._mel.push(x))
+
+    def push_mel(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log-mel frames (K x n_mels, as ``studio.audio.features.log_mel`` makes them) instead of audio: for
+        evaluating on the training recipe's stored features. Do not mix with ``push`` in one session."""
+        with self._lock:
+            return self._push_mel(np.asarray(feats, np.float32))
+
+    def _push_mel(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(feats):
+            self._mel_buf = np.concatenate([self._mel_buf, feats])
+        self._run_windows()
+        return self._run_steps()
 
     def flush(self) -> tuple[np.ndarray, np.ndarray]:
         """End of stream: pad with silence so every frame up to ceil(samples / 640) comes out; returns those."""

@@ -92,7 +92,7 @@ def frame_classes(phones: list[PhonemeTiming], n: int) -> np.ndarray:
     return out
 
 
-def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = None) -> dict:
+def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = None, dump: Path | None = None) -> dict:
     from studio.audio.recognizer import recognize_file_phones
     from studio.neural.data import MOUTH_IDX, frame_visemes
     from studio.neural.engine import NeuralMotionEngine
@@ -134,6 +134,9 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
                          "viseme_acc_pocketsphinx": float((ps_vis == ref).mean()),
                          "viseme_acc_neural": float((nn_vis == ref).mean())}
     ref_all, cls_all = np.concatenate(refs), np.concatenate(classes)
+    if dump is not None:  # the scored frames, for a confusion matrix or a second look
+        np.savez_compressed(dump, ref=ref_all, cls=cls_all, **{f"{e}_{k}": np.concatenate(v) for e, d in acc.items()
+                                                             for k, v in d.items()})
     speech = ref_all != int(Viseme.SIL)
     pbm = ref_all == int(Viseme.PBM)
     open_ = cls_all == int(PhoneClass.OPEN)
@@ -151,13 +154,46 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
     return res
 
 
+def held_out_frames(folder: Path, prefix: str = "", weights: Path | None = None,
+                    max_clips: int = 0) -> dict[str, np.ndarray]:
+    """The engine's streaming path on the recipe's held-out voices (``folder``/val shards, stored log-mel): per frame
+    the reference viseme and coefficients, and the engine's viseme probabilities and mouth coefficients. For choosing
+    decoding settings on voices the model never trained on, without looking at the human clips."""
+    from studio.neural.data import MEL_FRONT_PAD, dequantize_mel
+    from studio.neural.engine import NeuralMotionEngine
+    from studio.neural.settings import NeuralSettings
+
+    eng = NeuralMotionEngine(NeuralSettings(weights_path=weights, fingerprint_capacity=0) if weights
+                             else NeuralSettings(fingerprint_capacity=0))
+    out: dict[str, list[np.ndarray]] = {"ref": [], "ref_coeffs": [], "probs": [], "mouth": []}
+    for f in sorted((folder / "val").glob(f"{prefix}*.npz")):
+        z = np.load(f)
+        mo, fo = z["mel_offsets"], z["frame_offsets"]
+        n_clips = len(fo) - 1 if not max_clips else min(max_clips, len(fo) - 1)
+        for i in range(n_clips):
+            mel = dequantize_mel(z["mel"][mo[i]:mo[i + 1]])[MEL_FRONT_PAD:]
+            n = int(fo[i + 1] - fo[i])
+            ses = eng.session()
+            m1, _ = ses.push_mel(mel)
+            p1 = ses.last_probs
+            ses._samples_in = n * 640  # flush pads to exactly n frames
+            m2, _ = ses.flush()
+            mouth, probs = np.concatenate([m1, m2])[:n], np.concatenate([p1, ses.last_probs])[:n]
+            out["ref"].append(z["vis"][fo[i]:fo[i + 1]].astype(np.int64))
+            out["ref_coeffs"].append(z["coeffs"][fo[i]:fo[i + 1]].astype(np.float32))
+            out["probs"].append(probs)
+            out["mouth"].append(mouth)
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", type=Path)
     p.add_argument("--weights", type=Path, help="default: the shipped weights")
+    p.add_argument("--dump", type=Path, help="also save the scored frames (reference, both engines) as .npz")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    r = evaluate(load_clips(), args.weights)
+    r = evaluate(load_clips(), args.weights, args.dump)
     text = json.dumps(r, indent=1)
     print(text)
     if args.json:
