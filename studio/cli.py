@@ -11,6 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
+from studio.audio.settings import DEFAULT_AUDIO_ENGINE
 from studio.errors import InputError, StudioError
 
 log = logging.getLogger("studio.cli")
@@ -44,9 +45,9 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, required=True, help="output .mp4 file")
     r.add_argument("--timings", type=Path, help="also write the phone and word timings as JSON")
     r.add_argument("--seed", type=int, default=0, help="seed of the idle motion (blinks, sway)")
-    r.add_argument("--engine", choices=["neural", "pocketsphinx"], default="pocketsphinx",
-                   help="what turns --audio into mouth motion (default: pocketsphinx, measured better on human "
-                        "speech than the neural engine so far)")
+    r.add_argument("--engine", choices=["neural", "pocketsphinx"], default=DEFAULT_AUDIO_ENGINE.value,
+                   help=f"what turns --audio into mouth motion (default: {DEFAULT_AUDIO_ENGINE.value}, the one that "
+                        "measured better on human speech; resources/models/audio2motion/metrics.json)")
 
     lv = sub.add_parser("live", help="headless live mode from the default microphone")
     lv.add_argument("--seconds", type=float, default=10.0)
@@ -56,6 +57,8 @@ def _build_parser() -> argparse.ArgumentParser:
     lv.add_argument("--fps", type=float, default=25.0)
     lv.add_argument("--device", default="auto")
     lv.add_argument("--input", help="input device name (default: the system default)")
+    lv.add_argument("--engine", choices=["neural", "pocketsphinx"], default=DEFAULT_AUDIO_ENGINE.value,
+                    help=f"what turns the voice into mouth motion (default: {DEFAULT_AUDIO_ENGINE.value})")
     lv.add_argument("--field-divisor", type=int, default=8, choices=[4, 8, 16],
                     help="warp field at size / this: 4 = the plain renderer, 8 = pyramidal (default)")
 

@@ -7,6 +7,7 @@ Frozen dataclasses with units in the field names; the settings UI can be generat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 PIPELINE_RATE_HZ = 16000  # every consumer of live audio (sieve, recognizer, features) works at this rate
 
@@ -50,6 +51,18 @@ class RecognizerSettings:
     language_weight: float = 2.0
     max_utterance_s: float = field(default=10.0, metadata={"help": "Force an utterance break to bound memory/time"})
     frame_rate_hz: int = 100  # pocketsphinx feature frames (10 ms)
+
+
+class AudioEngine(Enum):
+    """Which engine turns recorded / live audio into mouth motion."""
+
+    NEURAL = "neural"  # the project's audio-to-motion model (studio.neural)
+    POCKETSPHINX = "pocketsphinx"  # phone recognition + coarticulation
+
+
+# The default for live and recorded audio input: the engine that measured better on human speech
+# (resources/models/audio2motion/metrics.json, human_speech_eval).
+DEFAULT_AUDIO_ENGINE = AudioEngine.POCKETSPHINX
 
 
 @dataclass(frozen=True)

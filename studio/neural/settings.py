@@ -17,13 +17,6 @@ class Backend(Enum):
     ONNX = "onnx"
 
 
-class AudioEngine(Enum):
-    """Which engine turns recorded / live audio into mouth motion."""
-
-    NEURAL = "neural"
-    POCKETSPHINX = "pocketsphinx"
-
-
 @dataclass(frozen=True)
 class NeuralSettings:
     weights_path: Path = field(default=MODEL_DIR / "audio2motion.pt", metadata={"label": "Weights"})

@@ -35,8 +35,9 @@ import numpy as np
 
 from studio.audio.capture import CaptureStatus, MicCapture
 from studio.audio.mic_motion import MicMotionSource
-from studio.audio.settings import CaptureSettings, MicMotionSettings
-from studio.errors import EncoderError, InputError
+from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine, CaptureSettings, MicMotionSettings
+from studio.errors import EncoderError, InputError, ModelLoadError
+from studio.neural.mic import NeuralMicMotionSource
 from studio.presenter.anchor import AnchorPack
 from studio.pipeline.threads import ThreadChooser
 from studio.presenter.renderer import Presenter, RenderSettings
@@ -67,6 +68,10 @@ class LiveSettings:
         default=8, metadata={"help": "Warp field at size / this: 4 = the plain renderer, 8 = pyramidal (the default: "
                                      "face PSNR 40 dB against plain; measured at 512 px on 2 cores, alternated 20 s "
                                      "runs: render 18-19 vs 19-20 ms, latency 61-63 vs 64-65 ms)"}
+    )
+    audio_engine: AudioEngine = field(
+        default=DEFAULT_AUDIO_ENGINE, metadata={"help": "What turns the voice into mouth motion: neural (the project's "
+                                                       "audio-to-motion model) or pocketsphinx (phone recognition)"}
     )
     recorder_queue_frames: int = field(default=8, metadata={"help": "Frames waiting for the encoder before drops"})
     record_preset: str = field(default="ultrafast", metadata={"help": "libx264 preset of live recordings (real time)"})
@@ -110,6 +115,8 @@ class LiveStats:
     last_error: str
     recorder_frames_dropped: int
     recorder_frames_repeated: int
+    audio_engine: str = "pocketsphinx"  # what turned the voice into mouth motion
+    frames_missing: int = 0  # neural engine: frames shown before the model had them (its latest shape was shown)
 
     def summary(self) -> str:
         """One line for logs and the headless command."""
@@ -119,8 +126,10 @@ class LiveStats:
             f"{self.frames_dropped} dropped, {self.frames_late} late; sound-to-pixel latency median "
             f"{self.latency_ms_median:.0f} ms, p95 {self.latency_ms_p95:.0f} ms (render {self.render_ms_median:.0f} ms, "
             f"motion {self.motion_ms_median:.1f} ms); CPU load {self.cpu_load * 100:.0f}% of {self.cpu_cores} cores; "
-            f"sieve skipped {self.sieve_frames_skipped}/{self.sieve_frames_seen} frames ({skipped * 100:.0f}%), "
-            f"recognizer saw {self.recognizer_share * 100:.0f}% of the audio; microphone {self.capture_status.value}"
+            + (f"sieve skipped {self.sieve_frames_skipped}/{self.sieve_frames_seen} frames ({skipped * 100:.0f}%), "
+               f"recognizer saw {self.recognizer_share * 100:.0f}% of the audio" if self.audio_engine == "pocketsphinx"
+               else f"neural engine (hears all the audio), {self.frames_missing} frames shown before the model had them")
+            + f"; microphone {self.capture_status.value}"
         )
 
 
@@ -270,15 +279,25 @@ class LiveSession:
                 rs = warp_field_settings(rs, s.field_divisor)
             presenter = Presenter(anchor or build_anchor(None), rs)
         self.presenter = presenter
-        self.motion = MicMotionSource(
-            self.ring, MicMotionSettings(fps=s.fps, envelope_min_jaw=s.envelope_jaw, coart_lookahead_s=s.coart_lookahead_s,
-                                         seed=s.seed)
-        )
+        ms = MicMotionSettings(fps=s.fps, envelope_min_jaw=s.envelope_jaw, coart_lookahead_s=s.coart_lookahead_s,
+                               seed=s.seed)
+        self.audio_engine, self.engine_note = s.audio_engine, ""
+        self.motion: MicMotionSource | NeuralMicMotionSource
+        if s.audio_engine is AudioEngine.NEURAL:
+            try:
+                self.motion = NeuralMicMotionSource(self.ring, ms)
+            except ModelLoadError as exc:  # weights missing or broken: the phone recognizer still works
+                self.audio_engine = AudioEngine.POCKETSPHINX
+                self.engine_note = f"{exc} Using the pocketsphinx engine instead."
+                log.warning("%s", self.engine_note)
+        if self.audio_engine is AudioEngine.POCKETSPHINX:
+            self.motion = MicMotionSource(self.ring, ms)
         self._recorder_path = recorder_path
         self.recorder: LiveRecorder | None = None
         self._closed_recorder: LiveRecorder | None = None
         self._final_status, self._final_error = CaptureStatus.STOPPED, ""  # as they were when stop() was called
-        self._lead = int(round(s.lead_ms / 1000.0 * self.rate_hz))
+        # The neural model needs its look-ahead of audio after a frame before it knows that frame's mouth.
+        self._lead = int(round(max(s.lead_ms / 1000.0, getattr(self.motion, "min_lead_s", 0.0)) * self.rate_hz))
         self._stall_ns = int(s.stall_ms * 1e6)
         self._started = False
         self.thread_chooser: ThreadChooser | None = None  # set by the headless command: adaptive torch threads
@@ -490,6 +509,8 @@ class LiveSession:
             last_error=self.capture.last_error if self._started else self._final_error,
             recorder_frames_dropped=rec.frames_dropped if rec else 0,
             recorder_frames_repeated=rec.frames_repeated if rec else 0,
+            audio_engine=self.audio_engine.value,
+            frames_missing=getattr(m, "frames_missing", 0),
         )
 
 
@@ -509,7 +530,8 @@ def run_live_headless(args) -> int:  # args: argparse.Namespace from studio.cli
         check_output_path(Path(args.out))
     settings = LiveSettings(fps=float(args.fps), size_px=int(args.size), device=args.device,
                             input_device=getattr(args, "input", None),
-                            field_divisor=int(getattr(args, "field_divisor", 8)))
+                            field_divisor=int(getattr(args, "field_divisor", 8)),
+                            audio_engine=AudioEngine(getattr(args, "engine", DEFAULT_AUDIO_ENGINE.value)))
     chooser = None
     if settings.render_threads != 0 and not settings.device.startswith("cuda"):
         import os

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from studio.audio.settings import DEFAULT_AUDIO_ENGINE
 from studio.errors import EncoderError, InputError, StudioError
 from studio.presenter.anchor import AnchorPack, build_anchor
 from studio.presenter.motion import script_motion
@@ -43,9 +44,9 @@ class RenderRequest:
     device: str = "auto"
     timings_path: Path | None = None  # optional JSON with the phone and word timings of the speech
     seed: int = 0
-    # What turns --audio into mouth motion. pocketsphinx is the default because it measured better on human speech
-    # than the neural engine (resources/models/audio2motion/metrics.json); neural stays selectable.
-    audio_engine: str = "pocketsphinx"
+    # What turns --audio into mouth motion: the engine that measured better on human speech
+    # (resources/models/audio2motion/metrics.json); the other stays selectable.
+    audio_engine: str = DEFAULT_AUDIO_ENGINE.value
 
 
 @dataclass(frozen=True)

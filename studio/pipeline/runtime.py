@@ -35,6 +35,7 @@ from typing import Callable, Union
 
 import numpy as np
 
+from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.pipeline.threads import ThreadChooser
 from studio.errors import AnchorError, AudioDeviceError, StudioError
 from studio.pipeline.rundown import Segment
@@ -84,6 +85,9 @@ class RuntimeSettings:
     # 0.995 against the plain renderer at 384 px, results/cpu); the HUD shows the saving measured live. 4 = plain only.
     field_divisor: int = 8
     record_queue_frames: int = 100  # recorder backlog before frames are dropped (and repeated in the file)
+    # What turns the microphone's voice into mouth motion; the default is the engine that measured better on human
+    # speech (studio.audio.settings.DEFAULT_AUDIO_ENGINE); the other stays selectable in the Microphone panel.
+    audio_engine: AudioEngine = DEFAULT_AUDIO_ENGINE
     default_voice: str = "piper:joe"
     warm_up_voice: bool = True  # speak one word at start-up so that loading the voice model never stalls a show
     seed: int = 0  # idle motion
@@ -147,6 +151,13 @@ class SetMicrophone:
 @dataclass(frozen=True)
 class SetMode:
     mode: PreviewMode
+
+
+@dataclass(frozen=True)
+class SetAudioEngine:
+    """What turns the microphone's voice into mouth motion (the microphone mode restarts with it when running)."""
+
+    engine: AudioEngine
 
 
 @dataclass(frozen=True)
@@ -711,6 +722,7 @@ class PresenterRuntime:
         self._mode = PreviewMode.SCRIPT
         self._requested_mode = PreviewMode.SCRIPT
         self._live_session = None  # studio.pipeline.live.LiveSession while the microphone mode runs
+        self._audio_engine = self.settings.audio_engine
         self._mic_slot_base = 0  # frame index of the session's slot 0 (indices keep growing across modes)
         self._mic_clock_s = 0.0
         self._latency_lock = threading.Lock()
@@ -941,6 +953,8 @@ class PresenterRuntime:
                 self._set_microphone(cmd.name)
             elif isinstance(cmd, SetMode):
                 self._set_mode(cmd.mode)
+            elif isinstance(cmd, SetAudioEngine):
+                self._set_audio_engine(cmd.engine)
             elif isinstance(cmd, RecoverRecordings):
                 got = recover_recordings(cmd.folder)
                 if got:
@@ -1360,6 +1374,14 @@ class PresenterRuntime:
 
     # -- microphone mode ----------------------------------------------------------------------------------------
 
+    def _set_audio_engine(self, engine: AudioEngine) -> None:
+        if engine == self._audio_engine:
+            return
+        self._audio_engine = engine
+        if self._live_session is not None:  # restart the microphone mode with the new engine
+            self._stop_mic_session()
+            self._set_mode(PreviewMode.MICROPHONE)
+
     def _set_mode(self, mode: PreviewMode) -> None:
         """Switch what drives the presenter. A recording in progress continues into a new file in the same folder."""
         self._requested_mode = mode
@@ -1401,7 +1423,7 @@ class PresenterRuntime:
         s = self.settings
         session = LiveSession(settings=LiveSettings(fps=s.fps, size_px=s.size_px, device=s.device,
                                                     record_preset=s.record_preset, record_threads=s.record_threads,
-                                                    seed=s.seed),
+                                                    seed=s.seed, audio_engine=self._audio_engine),
                               capture=self._mic, presenter=self._fast_presenter or self._presenter)
         session.thread_chooser = getattr(self, "_thread_chooser", None)  # one measured choice for both modes
         try:
@@ -1413,8 +1435,9 @@ class PresenterRuntime:
         self._mode = PreviewMode.MICROPHONE
         with self._latency_lock:
             self._latency_ms.clear()
-        log.info("microphone mode on %s", self._mic.device.name if self._mic.device else "default")
-        return ""
+        log.info("microphone mode on %s (%s engine)", self._mic.device.name if self._mic.device else "default",
+                 session.audio_engine.value)
+        return session.engine_note  # "" unless the neural engine could not load (the phone recognizer runs instead)
 
     def _stop_mic_session(self) -> None:
         session, self._live_session = self._live_session, None

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from studio.audio.capture import list_input_devices
+from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.paths import data_dir
 from studio.pipeline import runtime as rt
 from studio.pipeline.rundown import load_user_rundown, save_rundown
@@ -164,7 +165,18 @@ class MainWindow(QMainWindow):
         self.mic_combo = QComboBox()
         self.mic_meter = LevelMeter()
         self.mic_status = _label("", "muted")
-        mic_panel = _panel(self.mic_combo, self.mic_meter, self.mic_status)
+        self.engine_combo = QComboBox()
+        self.engine_combo.addItem("Mouth from: phone recognizer (pocketsphinx)", AudioEngine.POCKETSPHINX.value)
+        self.engine_combo.addItem("Mouth from: neural model (audio2motion)", AudioEngine.NEURAL.value)
+        self.engine_combo.setToolTip(
+            "What turns the voice at the microphone into mouth shapes. The default is the engine that measured "
+            "better on human speech (resources/models/audio2motion/metrics.json). The neural model needs about "
+            "0.1 s of audio after a frame, so it shows the mouth later than the phone recognizer.")
+        saved_engine = self.settings.value("audio/engine", DEFAULT_AUDIO_ENGINE.value)
+        idx = self.engine_combo.findData(saved_engine)
+        self.engine_combo.setCurrentIndex(idx if idx >= 0 else self.engine_combo.findData(DEFAULT_AUDIO_ENGINE.value))
+        self.engine_combo.currentIndexChanged.connect(self._engine_changed)
+        mic_panel = _panel(self.mic_combo, self.engine_combo, self.mic_meter, self.mic_status)
         # Recording.
         self.folder_edit = QLineEdit()
         self.folder_edit.setPlaceholderText("Folder for recordings")
@@ -279,6 +291,8 @@ class MainWindow(QMainWindow):
         self.bridge.send(rt.LoadAnchor(anchor))
         if Path(str(folder)).is_dir():
             self.bridge.send(rt.RecoverRecordings(Path(str(folder))))
+        if self.engine_combo.currentData() != self.runtime.settings.audio_engine.value:
+            self._engine_changed()  # the producer's saved choice
         self._fill_microphones()
 
     @staticmethod
@@ -366,6 +380,11 @@ class MainWindow(QMainWindow):
         if name:
             self.bridge.send(rt.SetVoice(name))
             self.settings.setValue("speech/voice", name)
+
+    def _engine_changed(self, *args) -> None:
+        value = self.engine_combo.currentData()
+        self.settings.setValue("audio/engine", value)
+        self.bridge.send(rt.SetAudioEngine(AudioEngine(value)))
 
     def _mic_changed(self, *args) -> None:
         name = self.mic_combo.currentData()

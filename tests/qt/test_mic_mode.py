@@ -79,8 +79,9 @@ def _mouth_motion(frames: list[np.ndarray], box: tuple[slice, slice]) -> float:
     return float(np.abs(np.diff(crops, axis=0)).mean())
 
 
+@pytest.mark.parametrize("engine", ["pocketsphinx", "neural"])
 def test_microphone_mode_follows_the_voice(qtbot, qapp, pulse_sink, play_into_sink, default_anchor,
-                                           tmp_path: Path) -> None:
+                                           tmp_path: Path, engine: str) -> None:
     apply_theme(qapp)
     speech = _speech_file(tmp_path)
     settings = RuntimeSettings(size_px=SIZE, fps=FPS, batch_frames=2, warm_up_voice=False,
@@ -92,8 +93,12 @@ def test_microphone_mode_follows_the_voice(qtbot, qapp, pulse_sink, play_into_si
     try:
         qtbot.waitUntil(lambda: w.anchor_name != "" and w.runtime.latest_frame() is not None, timeout=90_000)
         assert w.mic_combo.isEnabled()  # the sink's monitor is an input device
+        w.engine_combo.setCurrentIndex(w.engine_combo.findData(engine))  # the producer's choice in the panel
+        assert w.settings.value("audio/engine") == engine or w.engine_combo.currentData() == engine
         w.toggle_mode()  # the M shortcut's action
         qtbot.waitUntil(lambda: w.state == RuntimeState.MICROPHONE, timeout=30_000)
+        session = w.runtime._live_session
+        assert session is not None and session.audio_engine.value == engine
         assert w.preview.mic_button.isChecked() and not w.preview.notice.isVisible()
         w.folder_edit.setText(str(tmp_path))
         w.toggle_recording()

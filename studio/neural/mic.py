@@ -1,0 +1,168 @@
+"""Live microphone -> motion with the neural engine: the same interface as ``studio.audio.mic_motion.MicMotionSource``.
+
+Every sample of the ring goes through one streaming ``MotionSession`` (the model needs the audio as it was, silence
+included: its cache and its closed-mouth output in pauses come from it); the silence sieve still runs on the same
+32 ms frames for the speaking flag (idle motion, the HUD) and its counts. Frame ``j`` of the session covers ring
+samples ``[start + 640 j, start + 640 (j + 1))``: the live session's frame ``k`` shows it once the model's look-ahead
+of audio after it has arrived (``min_lead_s``). Encoder windows advance one frame at a time here (``stride_mel=4``),
+so a frame waits for its look-ahead and nothing more.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from studio.audio.recognizer import RecognizerStats
+from studio.audio.ringbuffer import AudioRing
+from studio.audio.settings import MicMotionSettings, SieveSettings
+from studio.audio.sieve import SieveStats, SilenceSieve
+from studio.neural.engine import SAMPLES_PER_FRAME, NeuralMotionEngine, default_engine
+from studio.neural.model import LOOKAHEAD_MS
+from studio.presenter.coeffs import MOUTH_COEFFS
+from studio.presenter.idle import IdleMotion
+
+log = logging.getLogger(__name__)
+
+_MOUTH_IDX = np.array([int(c) for c in MOUTH_COEFFS])
+_KEEP_FRAMES = 250  # 10 s of mouth frames
+_STRIDE_MEL = 4
+
+
+@dataclass(frozen=True)
+class NeuralMicStats:
+    """What ``LiveSession.stats`` reads from a motion source (the recognizer fields describe the model here)."""
+
+    sieve: SieveStats
+    recognizer: RecognizerStats
+    samples_processed: int
+    samples_sent_to_recognizer: int  # every sample: the model hears the silence too
+    samples_lost: int
+    phones: int  # frames the model produced
+    frames_missing: int  # frames asked for before the model had them (the latest one was shown)
+
+    @property
+    def recognizer_share(self) -> float:
+        return self.samples_sent_to_recognizer / self.samples_processed if self.samples_processed else 0.0
+
+
+class NeuralMicMotionSource:
+    """Motion coefficients for the presenter from the live microphone ring, through the neural engine."""
+
+    def __init__(
+        self,
+        ring: AudioRing,
+        settings: MicMotionSettings | None = None,
+        sieve_settings: SieveSettings | None = None,
+        engine: NeuralMotionEngine | None = None,
+    ) -> None:
+        self.settings = settings or MicMotionSettings()
+        self.ring = ring
+        self.rate_hz = ring.sample_rate_hz
+        self.sieve = SilenceSieve(sieve_settings)
+        if self.sieve.settings.sample_rate_hz != self.rate_hz or self.rate_hz != 16000:
+            raise ValueError(f"ring rate {self.rate_hz} Hz: the sieve and the model want 16000 Hz")
+        self.engine = engine or default_engine()
+        self.idle = IdleMotion(self.settings.fps, seed=self.settings.seed)
+        self._frame_n = self.sieve.settings.frame_samples
+        self._decisions: collections.deque[tuple[int, bool]] = collections.deque(
+            maxlen=int(10 * self.rate_hz / self._frame_n))
+        self._processed = self._lost = self._frames = self._missing = 0
+        self._delays_ms: collections.deque[float] = collections.deque(maxlen=4096)
+        self._restart(ring.total_written)
+
+    def _restart(self, sample: int) -> None:
+        self._cursor = self._start = self._model_cursor = int(sample)
+        self._session = self.engine.session(stride_mel=_STRIDE_MEL)
+        self._mouth: collections.deque[np.ndarray] = collections.deque(maxlen=_KEEP_FRAMES)
+        self._first_kept = 0  # session frame index of self._mouth[0]
+
+    @property
+    def min_lead_s(self) -> float:
+        """Audio after a frame's start that must be in the ring before its mouth is known: half the frame, the
+        model's look-ahead after the frame's centre, and one 10 ms mel hop for the encoder windows' alignment
+        (tests/unit/test_neural_mic.py checks it against the session). A stream's first frame waits 40 ms more, for
+        the first full encoder window."""
+        return SAMPLES_PER_FRAME / 2 / self.rate_hz + LOOKAHEAD_MS / 1000.0 + 0.010
+
+    @property
+    def now_s(self) -> float:
+        return self.ring.total_written / self.rate_hz
+
+    def skip_to(self, sample: int) -> None:
+        """Ignore the audio before ``sample``: a new stream starts there (cache and all)."""
+        if sample > self._cursor:
+            self._restart(min(int(sample), self.ring.total_written))
+            self.sieve.reset()
+
+    def pump(self) -> int:
+        """Process the audio that arrived since the last call; returns how many frames the model produced."""
+        n = self._frame_n
+        total = self.ring.total_written
+        made = 0
+        if min(self._cursor, self._model_cursor) < self.ring.oldest_sample:  # fell behind: a new stream
+            self._lost += self.ring.oldest_sample - self._model_cursor
+            self._restart(self.ring.oldest_sample)
+            self.sieve.reset()
+        while self._cursor + n <= total:  # the sieve: whole 32 ms frames
+            frame = self.ring.read(self._cursor, n)
+            if frame is None:
+                break
+            self._decisions.append((self._cursor, self.sieve.process(frame)))
+            self._cursor += n
+        audio = self.ring.read(self._model_cursor, total - self._model_cursor) if total > self._model_cursor else None
+        if audio is not None:  # the model: every sample as soon as it is there
+            mouth, _ = self._session.push(audio)
+            self._model_cursor = total
+            self._processed += len(audio)
+            for m in mouth:
+                j = self._first_kept + len(self._mouth)
+                # delay: audio that had to arrive after the frame's end before it came out
+                end = self._start + (j + 1) * SAMPLES_PER_FRAME
+                self._delays_ms.append((total - end) / self.rate_hz * 1e3)
+                if len(self._mouth) == self._mouth.maxlen:
+                    self._first_kept += 1
+                self._mouth.append(np.asarray(m, np.float32))
+            made += len(mouth)
+        self._frames += made
+        return made
+
+    def speaking_at(self, t_s: float) -> bool:
+        """Whether the sieve heard speech at ``t_s`` or within the next ~0.1 s."""
+        lo = int(t_s * self.rate_hz) - self._frame_n
+        hi = lo + self._frame_n + int(0.1 * self.rate_hz)
+        return any(speaking for start, speaking in self._decisions if lo < start <= hi)
+
+    def mouth_at(self, t_s: float) -> np.ndarray | None:
+        """The model's 5 mouth coefficients for the frame holding ``t_s`` (the latest known one while it is not out
+        yet, counted in ``frames_missing``); None before the first frame."""
+        if not self._mouth:
+            return None
+        j = int((t_s * self.rate_hz - self._start) // SAMPLES_PER_FRAME)
+        i = j - self._first_kept
+        if i >= len(self._mouth):
+            self._missing += 1
+            return self._mouth[-1]
+        return self._mouth[max(i, 0)]
+
+    def frame(self, t_s: float, idle_t_s: float | None = None) -> np.ndarray:
+        """Coefficients (N_COEFFS,) float32 for the frame presented at stream time ``t_s``."""
+        self.pump()
+        speaking = self.speaking_at(t_s)
+        out = np.asarray(self.idle.frame(t_s if idle_t_s is None else idle_t_s, speaking=speaking), np.float32).copy()
+        mouth = self.mouth_at(t_s)
+        out[_MOUTH_IDX] = 0.0 if mouth is None else np.clip(mouth, 0.0, 1.0)
+        return out
+
+    def stats(self) -> NeuralMicStats:
+        d = np.asarray(self._delays_ms) if self._delays_ms else np.array([np.nan])
+        rec = RecognizerStats(chunks=self._frames, phones_emitted=self._frames, utterances=1,
+                              cpu_ms_per_chunk_median=float("nan"), cpu_ms_per_chunk_p95=float("nan"),
+                              audio_ms_per_chunk_median=SAMPLES_PER_FRAME / self.rate_hz * 1e3,
+                              emit_delay_ms_median=float(np.median(d)), emit_delay_ms_p95=float(np.percentile(d, 95)))
+        return NeuralMicStats(sieve=self.sieve.stats(), recognizer=rec, samples_processed=self._processed,
+                              samples_sent_to_recognizer=self._processed, samples_lost=self._lost,
+                              phones=self._frames, frames_missing=self._missing)
