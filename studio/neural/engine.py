@@ -155,10 +155,12 @@ class NeuralMotionEngine:
                                      "use the torch backend.") from exc
         return folder
 
-    def session(self, stride_mel: float | None = None) -> "MotionSession":
+    def session(self, stride_mel: float | None = None, fingerprints: bool = True) -> "MotionSession":
         """A new stream; ``stride_mel``: encoder window stride in 10 ms mel frames (default the fingerprint cache's
-        13.33; the live microphone uses 4, one frame, so a frame waits for no more audio than its look-ahead)."""
-        return MotionSession(self, stride_mel)
+        13.33; the live microphone uses 4, one frame, so a frame waits for no more audio than its look-ahead).
+        ``fingerprints=False`` keeps the stream out of the shared cache (a live voice rarely repeats a window
+        exactly, and would push the rundown's phrases out)."""
+        return MotionSession(self, stride_mel, fingerprints)
 
     def motion(self, audio: np.ndarray) -> NeuralMotion:
         """Whole 16 kHz mono float32 recording -> 25 fps motion, ceil(N / 640) frames."""
@@ -173,8 +175,9 @@ class NeuralMotionEngine:
 class MotionSession:
     """One stream: feed audio as it comes, get frames as soon as their look-ahead has arrived."""
 
-    def __init__(self, engine: NeuralMotionEngine, stride_mel: float | None = None) -> None:
+    def __init__(self, engine: NeuralMotionEngine, stride_mel: float | None = None, fingerprints: bool = True) -> None:
         self.engine = engine
+        self._fingerprints = engine.fingerprints if fingerprints else None
         self._stride = STRIDE_MS / 10.0 if stride_mel is None else float(stride_mel)
         if not 1 <= self._stride <= WINDOW_MEL - ENC_RECEPTIVE_FIELD + 1:
             raise ValueError(f"stride_mel {stride_mel} out of range 1..{WINDOW_MEL - ENC_RECEPTIVE_FIELD + 1}")
@@ -204,7 +207,7 @@ class MotionSession:
         return self.engine.backend.state_nbytes(self._state)
 
     def _encode(self, window: np.ndarray) -> np.ndarray:
-        fp = self.engine.fingerprints
+        fp = self._fingerprints
         if fp is None:
             return self.engine.backend.encode(window)
         return fp.get_or_compute(window, self.engine.backend.encode)

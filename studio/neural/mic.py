@@ -76,7 +76,7 @@ class NeuralMicMotionSource:
 
     def _restart(self, sample: int) -> None:
         self._cursor = self._start = self._model_cursor = int(sample)
-        self._session = self.engine.session(stride_mel=_STRIDE_MEL)
+        self._session = self.engine.session(stride_mel=_STRIDE_MEL, fingerprints=False)
         self._mouth: collections.deque[np.ndarray] = collections.deque(maxlen=_KEEP_FRAMES)
         self._first_kept = 0  # session frame index of self._mouth[0]
 

@@ -65,3 +65,17 @@ def test_silence_keeps_the_mouth_still_and_the_sieve_quiet() -> None:
     assert np.ptp(out[5:, idx], axis=0).max() < 0.02  # the model's output settles on one shape in silence
     assert not src.speaking_at(1.0)
     assert src.stats().recognizer_share == 1.0  # the model hears every sample, silence too
+
+
+def test_the_live_voice_stays_out_of_the_shared_fingerprint_cache() -> None:
+    from studio.audio.fingerprint import FingerprintCache
+
+    eng = _engine()
+    eng.fingerprints = FingerprintCache(1000)
+    ring = AudioRing(RATE * 20, RATE)
+    src = NeuralMicMotionSource(ring, MicMotionSettings(), engine=eng)
+    ring.write(_voice_like(1.0))
+    assert src.pump() > 0
+    assert len(eng.fingerprints) == 0
+    eng.motion(_voice_like(1.0))  # a rendered segment does use it
+    assert len(eng.fingerprints) > 0
