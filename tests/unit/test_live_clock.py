@@ -149,3 +149,24 @@ def test_silent_normal_and_clipped_input_give_sane_mouths(gain: float) -> None:
         assert s.stats().sieve_frames_skipped == s.stats().sieve_frames_seen  # no recognition work at all
     else:
         assert jaw.max() > 0.2  # the mouth opens for speech, clipped or not
+
+
+def test_neural_engine_waits_for_its_lead_and_falls_back_when_its_weights_are_missing(monkeypatch) -> None:
+    from studio.audio.settings import AudioEngine
+    from studio.errors import ModelLoadError
+
+    s, cap, _ = _session(audio_engine=AudioEngine.NEURAL, stall_ms=60_000.0)
+    assert s.audio_engine is AudioEngine.NEURAL and s.engine_note == ""
+    cap.ring.write(np.zeros(RATE // 2, np.float32))
+    f = s.step()
+    lead = int(round(s.motion.min_lead_s * RATE))
+    assert f is not None and f.index == (RATE // 2 - lead) * 25 // RATE  # not the 40 ms default lead
+    assert s.stats().audio_engine == "neural" and s.stats().frames_missing == 0
+
+    def no_weights():
+        raise ModelLoadError("Audio-to-motion weights not found.")
+
+    monkeypatch.setattr("studio.neural.mic.default_engine", no_weights)
+    s2, _, _ = _session(audio_engine=AudioEngine.NEURAL)
+    assert s2.audio_engine is AudioEngine.POCKETSPHINX
+    assert "weights not found" in s2.engine_note and "pocketsphinx" in s2.engine_note
