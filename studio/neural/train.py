@@ -201,9 +201,12 @@ def train(
     data: Path, out: Path, config: str, minutes: float, device: str, batch: int, lr: float, seed: int,
     augment: Augment = Augment.RECIPE, pbm_weight: float = 1.0, dropout: float | None = None,
     keep_best: bool = False, weight_decay: float = 0.01, aligned_only: bool = False, select: str = "",
+    ema: float = 0.0,
 ) -> dict:
     """Train for ``minutes`` of wall clock; ``keep_best`` saves the weights of the best held-out-voice loss (over the
-    held-out voices whose shard names start with ``select``, e.g. ``kokoro``: all of them when empty)."""
+    held-out voices whose shard names start with ``select``, e.g. ``kokoro``: all of them when empty). ``ema`` > 0
+    keeps an exponential moving average of the weights (decay ``ema``): validation, the best weights and the saved
+    weights are the average's."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     tr, va = Shards(data / "train", aligned_only), Shards(data / "val", aligned_only)
@@ -223,9 +226,20 @@ def train(
     info = {"config": config, "model": cfg.to_dict(), "params": n_params, "device": device, "batch": batch,
             "train_clips": len(tr.clips), "train_frames": int(tr.frames.sum()), "val_clips": len(va.clips),
             "val_frames": int(va.frames.sum()), "augment": augment.value, "pbm_weight": pbm_weight,
-            "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select}
+            "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select, "ema": ema}
     log.info("%s", info)
     log_f.write(json.dumps({"info": info}) + "\n")
+
+    params = list(model.parameters())
+    ema_params = [p.detach().clone() for p in params] if ema > 0 else None
+
+    def swap_ema() -> None:  # exchange the live weights and their average (a second call swaps back)
+        if ema_params is not None:
+            with torch.no_grad():
+                for p, e in zip(params, ema_params):
+                    tmp = p.detach().clone()
+                    p.copy_(e)
+                    e.copy_(tmp)
 
     def evaluate() -> dict[str, float]:
         model.eval()
@@ -260,9 +274,13 @@ def train(
         r["loss"].backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if ema_params is not None:
+            with torch.no_grad():
+                torch._foreach_lerp_(ema_params, [p.detach() for p in params], 1.0 - min(ema, (1 + step) / (10 + step)))
         step += 1
         if time.time() - last_eval > max(20.0, budget_s / 15) or step == 1:
             last_eval = time.time()
+            swap_ema()
             v = evaluate()
             rec = {"step": step, "elapsed_s": round(time.time() - t_start, 1), "lr": cur_lr,
                    "train": {k: round(float(x.detach()), 4) for k, x in r.items()},
@@ -272,6 +290,8 @@ def train(
             log_f.flush()
             if keep_best and v[sel_key] < best[0] and frac > 0.3:
                 best = (v[sel_key], step, {k: x.detach().clone() for k, x in model.state_dict().items()}, v)
+            swap_ema()
+    swap_ema()  # from here on the model holds the average
     v = evaluate()
     if keep_best and best[2] is not None and best[0] < v[sel_key]:
         model.load_state_dict(best[2])
@@ -302,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep-best", action="store_true", help="keep the weights of the best held-out-voice loss")
     p.add_argument("--select", default="", help="with --keep-best: judge on these held-out voices only (shard "
                    "name prefix, e.g. kokoro)")
+    p.add_argument("--ema", type=float, default=0.0, help="keep and use an exponential moving average of the weights "
+                   "with this decay (e.g. 0.999; 0 = off)")
     p.add_argument("--aligned-only", action="store_true",
                    help="train and validate only on clips whose targets come from forced alignment")
     args = p.parse_args(argv)
@@ -309,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     batch = args.batch or (16 if args.config == "small" else 64)
     m = train(args.data, args.out, args.config, args.minutes, args.device, batch, args.lr, args.seed,
               args.augment, args.pbm_weight, args.dropout, args.keep_best, args.weight_decay,
-              args.aligned_only, args.select)
+              args.aligned_only, args.select, args.ema)
     print(json.dumps(m, indent=1))
     return 0
 
