@@ -39,7 +39,8 @@ class MicMotionStats:
     samples_processed: int
     samples_sent_to_recognizer: int
     samples_lost: int  # audio overwritten in the ring before it was processed (we fell behind)
-    phones: int
+    phones: int  # phones recognized (the neural source: frames the model produced)
+    frames_missing: int = 0  # neural source: frames asked for before the model had them (its latest one was shown)
 
     @property
     def recognizer_share(self) -> float:
@@ -47,7 +48,40 @@ class MicMotionStats:
         return self.samples_sent_to_recognizer / self.samples_processed if self.samples_processed else 0.0
 
 
-class MicMotionSource:
+class SievedMicSource:
+    """What every live motion source shares: the ring, the silence sieve's speaking decisions, idle motion."""
+
+    min_lead_s = 0.0  # audio after a frame's start that must be in before its mouth is known (beyond the session's)
+
+    def __init__(
+        self, ring: AudioRing, settings: MicMotionSettings | None = None, sieve_settings: SieveSettings | None = None
+    ) -> None:
+        self.settings = settings or MicMotionSettings()
+        self.ring = ring
+        self.rate_hz = ring.sample_rate_hz
+        self.sieve = SilenceSieve(sieve_settings)
+        if self.sieve.settings.sample_rate_hz != self.rate_hz:
+            raise ValueError(f"ring rate {self.rate_hz} Hz != sieve rate {self.sieve.settings.sample_rate_hz} Hz")
+        self.idle = IdleMotion(self.settings.fps, seed=self.settings.seed)
+        self._frame_n = self.sieve.settings.frame_samples
+        # Speaking decision per sieve frame: (first sample of the frame, speaking), bounded to ~10 s.
+        self._decisions: collections.deque[tuple[int, bool]] = collections.deque(
+            maxlen=int(10 * self.rate_hz / self._frame_n)
+        )
+
+    @property
+    def now_s(self) -> float:
+        """Stream time of the newest audio in the ring."""
+        return self.ring.total_written / self.rate_hz
+
+    def speaking_at(self, t_s: float) -> bool:
+        """Whether the sieve heard speech at ``t_s`` or within the next ~0.1 s (VAD onsets lag a frame or two)."""
+        lo = int(t_s * self.rate_hz) - self._frame_n
+        hi = lo + self._frame_n + int(0.1 * self.rate_hz)
+        return any(speaking for start, speaking in self._decisions if lo < start <= hi)
+
+
+class MicMotionSource(SievedMicSource):
     """Motion coefficients for the presenter from the live microphone ring."""
 
     def __init__(
@@ -57,28 +91,11 @@ class MicMotionSource:
         sieve_settings: SieveSettings | None = None,
         recognizer_settings: RecognizerSettings | None = None,
     ) -> None:
-        self.settings = settings or MicMotionSettings()
-        s = self.settings
-        self.ring = ring
-        self.rate_hz = ring.sample_rate_hz
-        self.sieve = SilenceSieve(sieve_settings)
-        if self.sieve.settings.sample_rate_hz != self.rate_hz:
-            raise ValueError(f"ring rate {self.rate_hz} Hz != sieve rate {self.sieve.settings.sample_rate_hz} Hz")
+        super().__init__(ring, settings, sieve_settings)
         self.recognizer = StreamingPhoneRecognizer(recognizer_settings)
-        self.coarticulator = Coarticulator(s.fps, lookahead_s=s.coart_lookahead_s)
-        self.idle = IdleMotion(s.fps, seed=s.seed)
-        self._frame_n = self.sieve.settings.frame_samples
+        self.coarticulator = Coarticulator(self.settings.fps, lookahead_s=self.settings.coart_lookahead_s)
         self._cursor = ring.total_written  # next sample to process; history before construction is ignored
-        # Speaking decision per sieve frame: (first sample of the frame, speaking), bounded to ~10 s.
-        self._decisions: collections.deque[tuple[int, bool]] = collections.deque(
-            maxlen=int(10 * self.rate_hz / self._frame_n)
-        )
         self._processed = self._to_asr = self._lost = self._phones = 0
-
-    @property
-    def now_s(self) -> float:
-        """Stream time of the newest audio in the ring."""
-        return self.ring.total_written / self.rate_hz
 
     @property
     def recommended_delay_s(self) -> float:
@@ -131,12 +148,6 @@ class MicMotionSource:
             self.coarticulator.push(p)
         self._phones += len(new)
         return new
-
-    def speaking_at(self, t_s: float) -> bool:
-        """Whether the sieve heard speech at ``t_s`` or within the next ~0.1 s (VAD onsets lag a frame or two)."""
-        lo = int(t_s * self.rate_hz) - self._frame_n
-        hi = lo + self._frame_n + int(0.1 * self.rate_hz)
-        return any(speaking for start, speaking in self._decisions if lo < start <= hi)
 
     def loudness(self, t_s: float) -> float:
         """Loudness envelope at ``t_s``: RMS over a window centred there, mapped from dBFS to 0..1."""

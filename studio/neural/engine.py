@@ -257,7 +257,8 @@ class MotionSession:
 
     def push_mel(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Log-mel frames (K x n_mels, as ``studio.audio.features.log_mel`` makes them) instead of audio: for
-        evaluating on the training recipe's stored features. Do not mix with ``push`` in one session."""
+        evaluating on the training recipe's stored features. Do not mix with ``push`` in one session (``flush`` may
+        follow: it pads with silence)."""
         with self._lock:
             return self._push_mel(np.asarray(feats, np.float32))
 
@@ -267,9 +268,10 @@ class MotionSession:
         self._run_windows()
         return self._run_steps()
 
-    def flush(self) -> tuple[np.ndarray, np.ndarray]:
-        """End of stream: pad with silence so every frame up to ceil(samples / 640) comes out; returns those."""
-        target = -(-self._samples_in // SAMPLES_PER_FRAME)
+    def flush(self, frames: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """End of stream: pad with silence so every frame up to ``frames`` (default ceil(samples / 640)) comes out;
+        returns those."""
+        target = -(-self._samples_in // SAMPLES_PER_FRAME) if frames is None else int(frames)
         outs_m, outs_v, outs_p = [], [], []
         pad = np.zeros(SAMPLES_PER_FRAME, np.float32)
         n_in = self._samples_in

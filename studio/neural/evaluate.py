@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -163,8 +164,8 @@ def held_out_frames(folder: Path, prefix: str = "", weights: Path | None = None,
     from studio.neural.engine import NeuralMotionEngine
     from studio.neural.settings import NeuralSettings
 
-    eng = NeuralMotionEngine(NeuralSettings(weights_path=weights, fingerprint_capacity=0) if weights
-                             else NeuralSettings(fingerprint_capacity=0))
+    settings = NeuralSettings(fingerprint_capacity=0)
+    eng = NeuralMotionEngine(replace(settings, weights_path=weights) if weights else settings)
     out: dict[str, list[np.ndarray]] = {"ref": [], "ref_coeffs": [], "probs": [], "mouth": []}
     for f in sorted((folder / "val").glob(f"{prefix}*.npz")):
         z = np.load(f)
@@ -176,8 +177,7 @@ def held_out_frames(folder: Path, prefix: str = "", weights: Path | None = None,
             ses = eng.session()
             m1, _ = ses.push_mel(mel)
             p1 = ses.last_probs
-            ses._samples_in = n * 640  # flush pads to exactly n frames
-            m2, _ = ses.flush()
+            m2, _ = ses.flush(frames=n)
             mouth, probs = np.concatenate([m1, m2])[:n], np.concatenate([p1, ses.last_probs])[:n]
             out["ref"].append(z["vis"][fo[i]:fo[i + 1]].astype(np.int64))
             out["ref_coeffs"].append(z["coeffs"][fo[i]:fo[i + 1]].astype(np.float32))

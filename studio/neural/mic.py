@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import collections
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 
+from studio.audio.features import SAMPLE_RATE_HZ
+from studio.audio.mic_motion import MicMotionStats, SievedMicSource
 from studio.audio.recognizer import RecognizerStats
 from studio.audio.ringbuffer import AudioRing
 from studio.audio.settings import MicMotionSettings, SieveSettings
-from studio.audio.sieve import SieveStats, SilenceSieve
 from studio.neural.engine import SAMPLES_PER_FRAME, NeuralMotionEngine, default_engine
 from studio.neural.model import LOOKAHEAD_MS
 from studio.presenter.coeffs import MOUTH_COEFFS
-from studio.presenter.idle import IdleMotion
 
 log = logging.getLogger(__name__)
 
@@ -32,24 +31,7 @@ _KEEP_FRAMES = 250  # 10 s of mouth frames
 _STRIDE_MEL = 4
 
 
-@dataclass(frozen=True)
-class NeuralMicStats:
-    """What ``LiveSession.stats`` reads from a motion source (the recognizer fields describe the model here)."""
-
-    sieve: SieveStats
-    recognizer: RecognizerStats
-    samples_processed: int
-    samples_sent_to_recognizer: int  # every sample: the model hears the silence too
-    samples_lost: int
-    phones: int  # frames the model produced
-    frames_missing: int  # frames asked for before the model had them (the latest one was shown)
-
-    @property
-    def recognizer_share(self) -> float:
-        return self.samples_sent_to_recognizer / self.samples_processed if self.samples_processed else 0.0
-
-
-class NeuralMicMotionSource:
+class NeuralMicMotionSource(SievedMicSource):
     """Motion coefficients for the presenter from the live microphone ring, through the neural engine."""
 
     def __init__(
@@ -59,17 +41,10 @@ class NeuralMicMotionSource:
         sieve_settings: SieveSettings | None = None,
         engine: NeuralMotionEngine | None = None,
     ) -> None:
-        self.settings = settings or MicMotionSettings()
-        self.ring = ring
-        self.rate_hz = ring.sample_rate_hz
-        self.sieve = SilenceSieve(sieve_settings)
-        if self.sieve.settings.sample_rate_hz != self.rate_hz or self.rate_hz != 16000:
-            raise ValueError(f"ring rate {self.rate_hz} Hz: the sieve and the model want 16000 Hz")
+        super().__init__(ring, settings, sieve_settings)
+        if self.rate_hz != SAMPLE_RATE_HZ:
+            raise ValueError(f"ring rate {self.rate_hz} Hz: the model wants {SAMPLE_RATE_HZ} Hz")
         self.engine = engine or default_engine()
-        self.idle = IdleMotion(self.settings.fps, seed=self.settings.seed)
-        self._frame_n = self.sieve.settings.frame_samples
-        self._decisions: collections.deque[tuple[int, bool]] = collections.deque(
-            maxlen=int(10 * self.rate_hz / self._frame_n))
         self._processed = self._lost = self._frames = self._missing = 0
         self._delays_ms: collections.deque[float] = collections.deque(maxlen=4096)
         self._restart(ring.total_written)
@@ -87,10 +62,6 @@ class NeuralMicMotionSource:
         (tests/unit/test_neural_mic.py checks it against the session). A stream's first frame waits 40 ms more, for
         the first full encoder window."""
         return SAMPLES_PER_FRAME / 2 / self.rate_hz + LOOKAHEAD_MS / 1000.0 + 0.010
-
-    @property
-    def now_s(self) -> float:
-        return self.ring.total_written / self.rate_hz
 
     def skip_to(self, sample: int) -> None:
         """Ignore the audio before ``sample``: a new stream starts there (cache and all)."""
@@ -130,12 +101,6 @@ class NeuralMicMotionSource:
         self._frames += made
         return made
 
-    def speaking_at(self, t_s: float) -> bool:
-        """Whether the sieve heard speech at ``t_s`` or within the next ~0.1 s."""
-        lo = int(t_s * self.rate_hz) - self._frame_n
-        hi = lo + self._frame_n + int(0.1 * self.rate_hz)
-        return any(speaking for start, speaking in self._decisions if lo < start <= hi)
-
     def mouth_at(self, t_s: float) -> np.ndarray | None:
         """The model's 5 mouth coefficients for the frame holding ``t_s`` (the latest known one while it is not out
         yet, counted in ``frames_missing``); None before the first frame."""
@@ -157,12 +122,12 @@ class NeuralMicMotionSource:
         out[_MOUTH_IDX] = 0.0 if mouth is None else np.clip(mouth, 0.0, 1.0)
         return out
 
-    def stats(self) -> NeuralMicStats:
+    def stats(self) -> MicMotionStats:
         d = np.asarray(self._delays_ms) if self._delays_ms else np.array([np.nan])
         rec = RecognizerStats(chunks=self._frames, phones_emitted=self._frames, utterances=1,
                               cpu_ms_per_chunk_median=float("nan"), cpu_ms_per_chunk_p95=float("nan"),
                               audio_ms_per_chunk_median=SAMPLES_PER_FRAME / self.rate_hz * 1e3,
                               emit_delay_ms_median=float(np.median(d)), emit_delay_ms_p95=float(np.percentile(d, 95)))
-        return NeuralMicStats(sieve=self.sieve.stats(), recognizer=rec, samples_processed=self._processed,
-                              samples_sent_to_recognizer=self._processed, samples_lost=self._lost,
-                              phones=self._frames, frames_missing=self._missing)
+        return MicMotionStats(sieve=self.sieve.stats(), recognizer=rec, samples_processed=self._processed,
+                              samples_sent_to_recognizer=self._processed,  # the model hears the silence too
+                              samples_lost=self._lost, phones=self._frames, frames_missing=self._missing)

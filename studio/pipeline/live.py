@@ -297,7 +297,7 @@ class LiveSession:
         self._closed_recorder: LiveRecorder | None = None
         self._final_status, self._final_error = CaptureStatus.STOPPED, ""  # as they were when stop() was called
         # The neural model needs its look-ahead of audio after a frame before it knows that frame's mouth.
-        self._lead = int(round(max(s.lead_ms / 1000.0, getattr(self.motion, "min_lead_s", 0.0)) * self.rate_hz))
+        self._lead = int(round(max(s.lead_ms / 1000.0, self.motion.min_lead_s) * self.rate_hz))
         self._stall_ns = int(s.stall_ms * 1e6)
         self._started = False
         self.thread_chooser: ThreadChooser | None = None  # set by the headless command: adaptive torch threads
@@ -510,7 +510,7 @@ class LiveSession:
             recorder_frames_dropped=rec.frames_dropped if rec else 0,
             recorder_frames_repeated=rec.frames_repeated if rec else 0,
             audio_engine=self.audio_engine.value,
-            frames_missing=getattr(m, "frames_missing", 0),
+            frames_missing=m.frames_missing,
         )
 
 
