@@ -8,7 +8,8 @@ Reproducible from a seed (the shipped weights' set):
   Festival (cmu_us_slt_arctic_hts, kal_diphone; Debian, ``installers/training-deps.sh``). MBROLA stays out (licence).
   Whole voices are held out for validation (``VAL_VOICES``). ``--voices kokoro`` adds Kokoro-82M voices
   (``studio.neural.kokoro``: four voices and blends of two, jf_tebukuro held out; aligned labels only) to an existing
-  folder.
+  folder; ``--voices flite`` adds Flite's awb, rms and slt voices (Debian ``flite``) reading the news text and
+  sentences from Debian's ``fortunes`` (``fortune_sentences``), aligned labels only.
 - Targets per 25 fps frame from the phone timings: the 5 mouth coefficients of ``mouth_track`` (with the clean audio's
   loudness, like the script path) and the viseme class at the frame centre. The timings come from pocketsphinx forced
   alignment of each clean clip to its text (``--labels aligned``, the default): that is how the human-speech
@@ -64,6 +65,14 @@ VAL_VOICES = ("espeak:en-029", "espeak:en-gb-x-rp", "espeak:en-gb-x-gbclan", "fe
 # of those four); jf_tebukuro is held out. Made with ``--voices kokoro`` into an existing data folder.
 KOKORO_TRAIN = ("kokoro:jf_alpha", "kokoro:jf_gongitsune", "kokoro:jf_nezumi", "kokoro:jm_kumo", "kokoro:blend")
 KOKORO_VAL = ("kokoro:jf_tebukuro",)
+# Flite (Debian ``flite``): its three statistical (clustergen) voices, US and Scottish male, US female, reading the news
+# text and sentences from Debian's ``fortunes`` (``fortune_text``), at duration stretches 0.8..1.25. Made with
+# ``--voices flite`` into an existing data folder; labels from forced alignment only.
+FLITE_TRAIN = ("flite:awb", "flite:rms", "flite:slt")
+FORTUNE_DIR = Path("/usr/share/games/fortunes")
+FORTUNE_FILES = ("literature", "wisdom", "people", "science", "education", "work", "platitudes", "love", "politics",
+                 "law", "humorists", "miscellaneous", "fortunes", "news", "sports", "food", "pets", "kids", "medicine",
+                 "pratchett", "tao", "magic", "paradoxum")
 # Share of the clean minutes per voice family (Piper is the only natural-sounding voice: it gets the most).
 _WEIGHTS = {"piper:joe": 4.0, "festival:cmu_us_slt_arctic_hts": 2.0}
 
@@ -135,6 +144,47 @@ _YEAR = re.compile(r"\b(19[5-9]\d|20[0-4]\d)\b")
 _ORDINAL = re.compile(r"\b(\d+)(st|nd|rd|th)\b")
 _DECIMAL = re.compile(r"\b(\d+)\.(\d+)\b")
 _INTEGER = re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d+\b")
+
+
+_SENTENCE = re.compile(r"[A-Z][A-Za-z ,;:'-]*[.!?]")
+_WORD = re.compile(r"[a-z']+")
+
+
+@lru_cache(maxsize=1)
+def fortune_sentences() -> tuple[str, ...]:
+    """Plain sentences of 5..25 words from Debian's ``fortunes`` (quotes, literature, proverbs): varied English
+    beyond the news templates. Kept only when every word is in the aligner's dictionary, and never when it shares
+    four words in a row with a transcript of the human-speech evaluation (``eval_transcripts.json``)."""
+    from studio.audio.recognizer import _model_paths
+    from studio.neural.settings import MODEL_DIR
+
+    vocab = {ln.split(maxsplit=1)[0].split("(")[0] for ln in Path(_model_paths()[2]).read_text().splitlines() if ln}
+    held = json.loads((MODEL_DIR / "eval_transcripts.json").read_text())
+    held_text = " ".join(v if isinstance(v, str) else " ".join(p[2] for p in v)
+                         for k, v in held.items() if not k.startswith("_"))
+    hw = _WORD.findall(held_text.lower())
+    held4 = {tuple(hw[i : i + 4]) for i in range(len(hw) - 3)}
+    out: set[str] = set()
+    for name in FORTUNE_FILES:
+        f = FORTUNE_DIR / name
+        if not f.is_file():
+            continue
+        for rec in f.read_text(encoding="utf-8", errors="replace").split("\n%\n"):
+            lines = [ln for ln in rec.splitlines() if not ln.strip().startswith(("--", "-- "))]
+            text = " ".join(" ".join(lines).split()).replace('"', "")
+            for sent in _SENTENCE.findall(text):
+                w = _WORD.findall(sent.lower())
+                if 5 <= len(w) <= 25 and all(x in vocab for x in w):
+                    if not any(tuple(w[i : i + 4]) in held4 for i in range(len(w) - 3)):
+                        out.add(sent.strip())
+    if not out:
+        raise FileNotFoundError(f"no usable sentences under {FORTUNE_DIR}: apt-get install fortunes "
+                                "(installers/training-deps.sh)")
+    return tuple(sorted(out))
+
+
+def fortune_text(r: random.Random) -> str:
+    return r.choice(fortune_sentences())
 
 
 def spoken_numbers(text: str) -> str:
@@ -223,6 +273,19 @@ def _kokoro(text: str, voice: str, r: random.Random) -> Clip:
         name = f"{a}*{w:.3f}+{b}*{1 - w:.3f}"
     audio = _kokoro_voice().synthesize(text, name, speed=r.uniform(0.85, 1.2), pause_s=r.uniform(0.1, 0.5))
     return Clip(_resample(audio, SAMPLE_RATE, SAMPLE_RATE_HZ), (), voice, text)
+
+
+def _flite(text: str, voice: str, r: random.Random) -> Clip:
+    """Flite speech at duration stretches 0.8..1.25; no phone timings (align it)."""
+    from scipy.io import wavfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = Path(tmp) / "x.wav"
+        subprocess.run(["flite", "-voice", voice.split(":", 1)[1], "--setf",
+                        f"duration_stretch={r.uniform(0.8, 1.25):.3f}", "-t", text, "-o", str(wav)],
+                       check=True, capture_output=True, timeout=120)
+        rate, pcm = wavfile.read(wav)
+    return Clip(_resample(pcm.astype(np.float32) / 32768.0, int(rate), SAMPLE_RATE_HZ), (), voice, text)
 
 
 def _studio_tts(text: str, voice: str, r: random.Random) -> Clip:
@@ -379,7 +442,10 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
     flags: list[int] = []
 
     def text() -> str:
-        t = " ".join(news_text(r) for _ in range(r.randint(1, 3)))
+        if voice.startswith("flite:"):  # half news, half other English
+            t = " ".join(news_text(r) if r.random() < 0.5 else fortune_text(r) for _ in range(r.randint(1, 3)))
+        else:
+            t = " ".join(news_text(r) for _ in range(r.randint(1, 3)))
         return spoken_numbers(t) if aligned else t
 
     while clean_s < minutes * 60:
@@ -390,6 +456,8 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
             clips = _festival([text() for _ in range(8)], voice.split(":", 1)[1])
         elif voice.startswith("kokoro:"):
             clips = [_kokoro(text(), voice, r)]
+        elif voice.startswith("flite:"):
+            clips = [_flite(text(), voice, r)]
         else:
             clips = [_studio_tts(text(), voice, r)]
         for clip in clips:
@@ -401,7 +469,7 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
                     ok = True
                 except SpeechError:
                     dropped += 1
-                    if not fallback or not clip.phones:  # Kokoro has no timings of its own
+                    if not fallback or not clip.phones:  # Kokoro and Flite give no timings here
                         continue
             clean_s += len(clip.audio) / SAMPLE_RATE_HZ
             for c in range(copies):
@@ -448,15 +516,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--labels", choices=("aligned", "aligned+engine", "engine"), default="aligned",
                    help="targets from pocketsphinx forced alignment (the reference convention of the human-speech "
                         "evaluation) or from the TTS engines' own timings (the first shipped weights)")
-    p.add_argument("--voices", choices=("base", "kokoro"), default="base",
-                   help="base: Piper, eSpeak NG and Festival (a new folder); kokoro: add the Kokoro voices to an "
-                        "existing folder (aligned labels only; --minutes / --val-minutes are theirs)")
+    p.add_argument("--voices", choices=("base", "kokoro", "flite"), default="base",
+                   help="base: Piper, eSpeak NG and Festival (a new folder); kokoro / flite: add the Kokoro or Flite "
+                        "voices to an existing folder (aligned labels only; --minutes / --val-minutes are theirs)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     (args.out / "train").mkdir(parents=True, exist_ok=True)
     (args.out / "val").mkdir(parents=True, exist_ok=True)
-    train_v, val_v = (TRAIN_VOICES, VAL_VOICES) if args.voices == "base" else (KOKORO_TRAIN, KOKORO_VAL)
+    train_v, val_v = {"base": (TRAIN_VOICES, VAL_VOICES), "kokoro": (KOKORO_TRAIN, KOKORO_VAL),
+                      "flite": (FLITE_TRAIN, ())}[args.voices]
     labels = args.labels if args.voices == "base" else "aligned"
     jobs = [(v, m, args.copies, args.seed, str(args.out / "train"), labels)
             for v, m in _voice_minutes(train_v, args.minutes).items()]

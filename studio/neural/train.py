@@ -103,10 +103,12 @@ def strong_augment(mel: torch.Tensor, gen: torch.Generator | None = None) -> tor
 class Shards:
     """All clips of a folder of shards, in memory: per clip (mel uint8 (8 + 4T + 4) x 40, coeffs T x 5, vis T)."""
 
-    def __init__(self, folder: Path, aligned_only: bool = False, prefix: str = "") -> None:
+    def __init__(self, folder: Path, aligned_only: bool = False, prefix: str = "", exclude: tuple[str, ...] = ()) -> None:
         self.clips: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.voices: list[str] = []
         for f in sorted(folder.glob(f"{prefix}*.npz")):
+            if exclude and f.stem.startswith(exclude):
+                continue
             z = np.load(f)
             mo, fo = z["mel_offsets"], z["frame_offsets"]
             ok = z["clip_aligned"] if "clip_aligned" in z.files else np.zeros(len(fo) - 1, np.uint8)
@@ -201,15 +203,15 @@ def train(
     data: Path, out: Path, config: str, minutes: float, device: str, batch: int, lr: float, seed: int,
     augment: Augment = Augment.RECIPE, pbm_weight: float = 1.0, dropout: float | None = None,
     keep_best: bool = False, weight_decay: float = 0.01, aligned_only: bool = False, select: str = "",
-    ema: float = 0.0,
+    ema: float = 0.0, exclude: tuple[str, ...] = (),
 ) -> dict:
     """Train for ``minutes`` of wall clock; ``keep_best`` saves the weights of the best held-out-voice loss (over the
     held-out voices whose shard names start with ``select``, e.g. ``kokoro``: all of them when empty). ``ema`` > 0
     keeps an exponential moving average of the weights (decay ``ema``): validation, the best weights and the saved
-    weights are the average's."""
+    weights are the average's. ``exclude``: leave out the training voices whose shard names start with these."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    tr, va = Shards(data / "train", aligned_only), Shards(data / "val", aligned_only)
+    tr, va = Shards(data / "train", aligned_only, exclude=exclude), Shards(data / "val", aligned_only)
     cfg = CONFIGS[config] if dropout is None else replace(CONFIGS[config], dropout=dropout)
     model = Audio2Motion(cfg).to(device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -226,7 +228,8 @@ def train(
     info = {"config": config, "model": cfg.to_dict(), "params": n_params, "device": device, "batch": batch,
             "train_clips": len(tr.clips), "train_frames": int(tr.frames.sum()), "val_clips": len(va.clips),
             "val_frames": int(va.frames.sum()), "augment": augment.value, "pbm_weight": pbm_weight,
-            "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select, "ema": ema}
+            "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select, "ema": ema,
+            "train_voices": sorted(set(tr.voices)), "exclude": list(exclude)}
     log.info("%s", info)
     log_f.write(json.dumps({"info": info}) + "\n")
 
@@ -324,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                    "name prefix, e.g. kokoro)")
     p.add_argument("--ema", type=float, default=0.0, help="keep and use an exponential moving average of the weights "
                    "with this decay (e.g. 0.999; 0 = off)")
+    p.add_argument("--exclude", default="", help="comma-separated shard name prefixes of training voices to leave "
+                   "out (e.g. kokoro)")
     p.add_argument("--aligned-only", action="store_true",
                    help="train and validate only on clips whose targets come from forced alignment")
     args = p.parse_args(argv)
@@ -331,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     batch = args.batch or (16 if args.config == "small" else 64)
     m = train(args.data, args.out, args.config, args.minutes, args.device, batch, args.lr, args.seed,
               args.augment, args.pbm_weight, args.dropout, args.keep_best, args.weight_decay,
-              args.aligned_only, args.select, args.ema)
+              args.aligned_only, args.select, args.ema, tuple(x for x in args.exclude.split(",") if x))
     print(json.dumps(m, indent=1))
     return 0
 

@@ -70,3 +70,36 @@ def test_selection_can_use_some_held_out_voices_only(tmp_path) -> None:
                  coeffs=np.zeros((2, 5), np.float16), vis=np.zeros(2, np.uint8), frame_offsets=np.array([0, 2]))
     assert Shards(tmp_path, prefix="kokoro").voices == ["kokoro_jf_tebukuro"]
     assert len(Shards(tmp_path).clips) == 2
+
+
+def test_fortune_sentences_are_plain_known_words_and_never_the_evaluation_text(tmp_path, monkeypatch) -> None:
+    from studio.neural import data
+
+    (tmp_path / "wisdom").write_text(
+        "A penny saved is a penny earned by the careful.\n"
+        "\t\t-- Benjamin Franklin\n%\n"
+        "It was the best of times for the farmers of the valley.\n%\n"  # four words of the Dickens clip: out
+        "The zyxwvut of the dog was quite remarkable today.\n%\n"  # a word the aligner does not know: out
+        "Too short.\n%\n"
+        "Call 555 1234 now for a free gift today.\n",  # digits: out
+        encoding="utf-8")
+    monkeypatch.setattr(data, "FORTUNE_DIR", tmp_path)
+    data.fortune_sentences.cache_clear()
+    try:
+        assert data.fortune_sentences() == ("A penny saved is a penny earned by the careful.",)
+        assert data.fortune_text(random.Random(0)) == "A penny saved is a penny earned by the careful."
+    finally:
+        data.fortune_sentences.cache_clear()
+
+
+def test_flite_and_excluded_voices_never_leave_the_training_side(tmp_path) -> None:
+    import numpy as np
+
+    from studio.neural.data import FLITE_TRAIN, VAL_VOICES
+    from studio.neural.train import Shards
+
+    assert not set(FLITE_TRAIN) & set(VAL_VOICES)
+    for name in ("kokoro_jf_alpha", "flite_awb"):
+        np.savez(tmp_path / f"{name}.npz", mel=np.zeros((16, 40), np.uint8), mel_offsets=np.array([0, 16]),
+                 coeffs=np.zeros((2, 5), np.float16), vis=np.zeros(2, np.uint8), frame_offsets=np.array([0, 2]))
+    assert set(Shards(tmp_path, exclude=("kokoro",)).voices) == {"flite_awb"}
