@@ -203,17 +203,23 @@ def train(
     data: Path, out: Path, config: str, minutes: float, device: str, batch: int, lr: float, seed: int,
     augment: Augment = Augment.RECIPE, pbm_weight: float = 1.0, dropout: float | None = None,
     keep_best: bool = False, weight_decay: float = 0.01, aligned_only: bool = False, select: str = "",
-    ema: float = 0.0, exclude: tuple[str, ...] = (),
+    ema: float = 0.0, exclude: tuple[str, ...] = (), init: Path | None = None,
 ) -> dict:
     """Train for ``minutes`` of wall clock; ``keep_best`` saves the weights of the best held-out-voice loss (over the
     held-out voices whose shard names start with ``select``, e.g. ``kokoro``: all of them when empty). ``ema`` > 0
     keeps an exponential moving average of the weights (decay ``ema``): validation, the best weights and the saved
-    weights are the average's. ``exclude``: leave out the training voices whose shard names start with these."""
+    weights are the average's. ``exclude``: leave out the training voices whose shard names start with these.
+    ``init``: start from these weights (fine-tuning; their config is used, ``config`` is ignored)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     tr, va = Shards(data / "train", aligned_only, exclude=exclude), Shards(data / "val", aligned_only)
-    cfg = CONFIGS[config] if dropout is None else replace(CONFIGS[config], dropout=dropout)
+    base = CONFIGS[config]
+    if init is not None:
+        base = ModelConfig(**torch.load(init, map_location="cpu", weights_only=True)["config"])
+    cfg = base if dropout is None else replace(base, dropout=dropout)
     model = Audio2Motion(cfg).to(device)
+    if init is not None:
+        model.load_state_dict(load_weights(init).state_dict())
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     out.mkdir(parents=True, exist_ok=True)
@@ -225,11 +231,12 @@ def train(
     t_start = time.time()
     budget_s = minutes * 60
     step = 0
-    info = {"config": config, "model": cfg.to_dict(), "params": n_params, "device": device, "batch": batch,
+    info = {"config": config if init is None else f"init {init.name}", "model": cfg.to_dict(), "params": n_params, "device": device, "batch": batch,
             "train_clips": len(tr.clips), "train_frames": int(tr.frames.sum()), "val_clips": len(va.clips),
             "val_frames": int(va.frames.sum()), "augment": augment.value, "pbm_weight": pbm_weight,
             "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select, "ema": ema,
-            "train_voices": sorted(set(tr.voices)), "exclude": list(exclude)}
+            "train_voices": sorted(set(tr.voices)), "exclude": list(exclude),
+            "init": str(init) if init else None}
     log.info("%s", info)
     log_f.write(json.dumps({"info": info}) + "\n")
 
@@ -329,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                    "with this decay (e.g. 0.999; 0 = off)")
     p.add_argument("--exclude", default="", help="comma-separated shard name prefixes of training voices to leave "
                    "out (e.g. kokoro)")
+    p.add_argument("--init", type=Path, help="start from these weights (fine-tuning)")
     p.add_argument("--aligned-only", action="store_true",
                    help="train and validate only on clips whose targets come from forced alignment")
     args = p.parse_args(argv)
@@ -336,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     batch = args.batch or (16 if args.config == "small" else 64)
     m = train(args.data, args.out, args.config, args.minutes, args.device, batch, args.lr, args.seed,
               args.augment, args.pbm_weight, args.dropout, args.keep_best, args.weight_decay,
-              args.aligned_only, args.select, args.ema, tuple(x for x in args.exclude.split(",") if x))
+              args.aligned_only, args.select, args.ema, tuple(x for x in args.exclude.split(",") if x), args.init)
     print(json.dumps(m, indent=1))
     return 0
 

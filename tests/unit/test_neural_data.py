@@ -103,3 +103,28 @@ def test_flite_and_excluded_voices_never_leave_the_training_side(tmp_path) -> No
         np.savez(tmp_path / f"{name}.npz", mel=np.zeros((16, 40), np.uint8), mel_offsets=np.array([0, 16]),
                  coeffs=np.zeros((2, 5), np.float16), vis=np.zeros(2, np.uint8), frame_offsets=np.array([0, 2]))
     assert set(Shards(tmp_path, exclude=("kokoro",)).voices) == {"flite_awb"}
+
+
+def test_fine_tuning_starts_from_the_given_weights(tmp_path) -> None:
+    """``--init``: the given weights' configuration and values are where training starts (no step taken here)."""
+    import numpy as np
+    import torch
+
+    from studio.neural.model import Audio2Motion
+    from studio.neural.train import CONFIGS, load_weights, save_weights, train
+
+    rng = np.random.default_rng(0)
+    for side in ("train", "val"):
+        (tmp_path / side).mkdir()
+        t = 40
+        np.savez(tmp_path / side / "v.npz", mel=rng.integers(0, 255, (8 + 4 * t + 4, 40), dtype=np.uint8),
+                 mel_offsets=np.array([0, 8 + 4 * t + 4]), coeffs=rng.random((t, 5)).astype(np.float16),
+                 vis=rng.integers(0, 16, t, dtype=np.uint8), frame_offsets=np.array([0, t]))
+    torch.manual_seed(5)
+    start = Audio2Motion(CONFIGS["small"])
+    save_weights(start, tmp_path / "start.pt", {})
+    m = train(tmp_path, tmp_path / "out", "full", 0.0, "cpu", 2, 1e-3, 0, init=tmp_path / "start.pt")
+    assert m["model"]["d_model"] == CONFIGS["small"].d_model and m["steps"] == 0
+    got = load_weights(tmp_path / "out" / "audio2motion.pt").state_dict()
+    want = load_weights(tmp_path / "start.pt").state_dict()
+    assert all(torch.equal(got[k], want[k]) for k in want)
