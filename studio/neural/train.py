@@ -103,7 +103,9 @@ def strong_augment(mel: torch.Tensor, gen: torch.Generator | None = None) -> tor
 class Shards:
     """All clips of a folder of shards, in memory: per clip (mel uint8 (8 + 4T + 4) x 40, coeffs T x 5, vis T)."""
 
-    def __init__(self, folder: Path, aligned_only: bool = False, prefix: str = "", exclude: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, folder: Path, aligned_only: bool = False, prefix: str = "", exclude: tuple[str, ...] = ()
+    ) -> None:
         self.clips: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.voices: list[str] = []
         for f in sorted(folder.glob(f"{prefix}*.npz")):
@@ -231,7 +233,8 @@ def train(
     t_start = time.time()
     budget_s = minutes * 60
     step = 0
-    info = {"config": config if init is None else f"init {init.name}", "model": cfg.to_dict(), "params": n_params, "device": device, "batch": batch,
+    info = {"config": config if init is None else f"init {init.name}", "model": cfg.to_dict(), "params": n_params,
+            "device": device, "batch": batch,
             "train_clips": len(tr.clips), "train_frames": int(tr.frames.sum()), "val_clips": len(va.clips),
             "val_frames": int(va.frames.sum()), "augment": augment.value, "pbm_weight": pbm_weight,
             "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select, "ema": ema,
