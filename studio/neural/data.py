@@ -170,7 +170,7 @@ def fortune_sentences() -> tuple[str, ...]:
         if not f.is_file():
             continue
         for rec in f.read_text(encoding="utf-8", errors="replace").split("\n%\n"):
-            lines = [ln for ln in rec.splitlines() if not ln.strip().startswith(("--", "-- "))]
+            lines = [ln for ln in rec.splitlines() if not ln.strip().startswith("--")]
             text = " ".join(" ".join(lines).split()).replace('"', "")
             for sent in _SENTENCE.findall(text):
                 w = _WORD.findall(sent.lower())
