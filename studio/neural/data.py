@@ -147,7 +147,6 @@ _INTEGER = re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d+\b")
 
 
 _SENTENCE = re.compile(r"[A-Z][A-Za-z ,;:'-]*[.!?]")
-_WORD = re.compile(r"[a-z']+")
 
 
 @lru_cache(maxsize=1)
@@ -155,14 +154,14 @@ def fortune_sentences() -> tuple[str, ...]:
     """Plain sentences of 5..25 words from Debian's ``fortunes`` (quotes, literature, proverbs): varied English
     beyond the news templates. Kept only when every word is in the aligner's dictionary, and never when it shares
     four words in a row with a transcript of the human-speech evaluation (``eval_transcripts.json``)."""
-    from studio.audio.recognizer import _model_paths
-    from studio.neural.settings import MODEL_DIR
+    from studio.audio.recognizer import _WORD_RE, _model_paths  # the aligner's own word split and dictionary
+    from studio.neural.evaluate import TRANSCRIPTS
 
     vocab = {ln.split(maxsplit=1)[0].split("(")[0] for ln in Path(_model_paths()[2]).read_text().splitlines() if ln}
-    held = json.loads((MODEL_DIR / "eval_transcripts.json").read_text())
+    held = json.loads(TRANSCRIPTS.read_text())
     held_text = " ".join(v if isinstance(v, str) else " ".join(p[2] for p in v)
                          for k, v in held.items() if not k.startswith("_"))
-    hw = _WORD.findall(held_text.lower())
+    hw = _WORD_RE.findall(held_text.lower())
     held4 = {tuple(hw[i : i + 4]) for i in range(len(hw) - 3)}
     out: set[str] = set()
     for name in FORTUNE_FILES:
@@ -173,7 +172,7 @@ def fortune_sentences() -> tuple[str, ...]:
             lines = [ln for ln in rec.splitlines() if not ln.strip().startswith("--")]
             text = " ".join(" ".join(lines).split()).replace('"', "")
             for sent in _SENTENCE.findall(text):
-                w = _WORD.findall(sent.lower())
+                w = _WORD_RE.findall(sent.lower())
                 if 5 <= len(w) <= 25 and all(x in vocab for x in w):
                     if not any(tuple(w[i : i + 4]) in held4 for i in range(len(w) - 3)):
                         out.add(sent.strip())

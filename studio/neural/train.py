@@ -109,7 +109,7 @@ class Shards:
         self.clips: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.voices: list[str] = []
         for f in sorted(folder.glob(f"{prefix}*.npz")):
-            if exclude and f.stem.startswith(exclude):
+            if f.stem.startswith(exclude):  # an empty tuple excludes nothing
                 continue
             z = np.load(f)
             mo, fo = z["mel_offsets"], z["frame_offsets"]
@@ -193,11 +193,16 @@ def save_weights(model: Audio2Motion, path: Path, extra: dict) -> None:
     torch.save({"config": model.cfg.to_dict(), "state_dict": sd, **extra}, path)
 
 
-def load_weights(path: Path, device: str = "cpu") -> Audio2Motion:
+def read_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """The configuration (as trained, dropout included) and the float32 state dict of a weights file."""
     ck = torch.load(path, map_location="cpu", weights_only=True)
-    cfg = ModelConfig(**{**ck["config"], "dropout": 0.0})
-    model = Audio2Motion(cfg)
-    model.load_state_dict({k: v.float() for k, v in ck["state_dict"].items()})
+    return ModelConfig(**ck["config"]), {k: v.float() for k, v in ck["state_dict"].items()}
+
+
+def load_weights(path: Path, device: str = "cpu") -> Audio2Motion:
+    cfg, state = read_weights(path)
+    model = Audio2Motion(replace(cfg, dropout=0.0))
+    model.load_state_dict(state)
     return model.to(device).eval()
 
 
@@ -215,13 +220,12 @@ def train(
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     tr, va = Shards(data / "train", aligned_only, exclude=exclude), Shards(data / "val", aligned_only)
-    base = CONFIGS[config]
-    if init is not None:
-        base = ModelConfig(**torch.load(init, map_location="cpu", weights_only=True)["config"])
+    base, start = (CONFIGS[config], None) if init is None else read_weights(init)
     cfg = base if dropout is None else replace(base, dropout=dropout)
-    model = Audio2Motion(cfg).to(device)
-    if init is not None:
-        model.load_state_dict(load_weights(init).state_dict())
+    model = Audio2Motion(cfg)
+    if start is not None:
+        model.load_state_dict(start)
+    model = model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     out.mkdir(parents=True, exist_ok=True)
