@@ -274,14 +274,23 @@ def _kokoro(text: str, voice: str, r: random.Random) -> Clip:
     return Clip(_resample(audio, SAMPLE_RATE, SAMPLE_RATE_HZ), (), voice, text)
 
 
-def _flite(text: str, voice: str, r: random.Random) -> Clip:
-    """Flite speech at duration stretches 0.8..1.25; no phone timings (align it)."""
+# F0 means (Hz) for ``--flite-pitch``: a range per voice around its own (slt is female, awb and rms male)
+FLITE_F0 = {"slt": (150.0, 260.0), "awb": (85.0, 160.0), "rms": (80.0, 150.0)}
+
+
+def _flite(text: str, voice: str, r: random.Random, vary_pitch: bool = False) -> Clip:
+    """Flite speech at duration stretches 0.8..1.25; with ``vary_pitch`` also at a random mean F0 (``FLITE_F0``) and
+    F0 spread (checked: int_f0_target_mean 80 / 120 / 200 gives 82 / 123 / 200 Hz with slt). No phone timings."""
     from scipy.io import wavfile
 
+    name = voice.split(":", 1)[1]
+    opts = ["--setf", f"duration_stretch={r.uniform(0.8, 1.25):.3f}"]
+    if vary_pitch:
+        opts += ["--setf", f"int_f0_target_mean={r.uniform(*FLITE_F0[name]):.1f}",
+                 "--setf", f"int_f0_target_stddev={r.uniform(8.0, 40.0):.1f}"]
     with tempfile.TemporaryDirectory() as tmp:
         wav = Path(tmp) / "x.wav"
-        subprocess.run(["flite", "-voice", voice.split(":", 1)[1], "--setf",
-                        f"duration_stretch={r.uniform(0.8, 1.25):.3f}", "-t", text, "-o", str(wav)],
+        subprocess.run(["flite", "-voice", name, *opts, "-t", text, "-o", str(wav)],
                        check=True, capture_output=True, timeout=120)
         rate, pcm = wavfile.read(wav)
     return Clip(_resample(pcm.astype(np.float32) / 32768.0, int(rate), SAMPLE_RATE_HZ), (), voice, text)
@@ -421,8 +430,12 @@ def _voice_minutes(voices: tuple[str, ...], minutes: float) -> dict[str, float]:
     return {v: minutes * w[v] / tot for v in voices}
 
 
-def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Path, labels: str = "aligned") -> dict:
-    """Synthesize ~``minutes`` of clean speech with ``voice``, augment ``copies`` times, write one shard.
+def _make_voice(
+    voice: str, minutes: float, copies: int, seed: int, out_dir: Path, labels: str = "aligned", tag: str = "",
+    vary_pitch: bool = False,
+) -> dict:
+    """Synthesize ~``minutes`` of clean speech with ``voice``, augment ``copies`` times, write one shard (named after
+    the voice, plus ``_tag`` when a tag is given: a second round of a voice with another seed sits beside the first).
     ``labels``: "aligned" = phone timings from pocketsphinx forced alignment of the clean clip to its text (clips that
     do not align are dropped and counted); "aligned+engine" = the same, but a clip that does not align keeps the
     engine's timings (the shard's ``clip_aligned`` flags say which; the trainer can leave them out); "engine" = the
@@ -456,7 +469,7 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
         elif voice.startswith("kokoro:"):
             clips = [_kokoro(text(), voice, r)]
         elif voice.startswith("flite:"):
-            clips = [_flite(text(), voice, r)]
+            clips = [_flite(text(), voice, r, vary_pitch)]
         else:
             clips = [_studio_tts(text(), voice, r)]
         for clip in clips:
@@ -485,23 +498,23 @@ def _make_voice(voice: str, minutes: float, copies: int, seed: int, out_dir: Pat
                 flags.append(int(ok))
     offsets = np.cumsum([0] + [len(m) for m in mels])
     foffsets = np.cumsum([0] + nframes)
-    name = voice.replace(":", "_")
+    name = voice.replace(":", "_") + (f"_{tag}" if tag else "")
     if mels:  # a voice none of whose clips aligned leaves no shard (its info says so)
         np.savez_compressed(
             out_dir / f"{name}.npz", mel=np.concatenate(mels), mel_offsets=offsets, coeffs=np.concatenate(coeffs),
             vis=np.concatenate(vis), frame_offsets=foffsets, clip_aligned=np.array(flags, np.uint8),
         )
-    info = {"voice": voice, "labels": labels, "clean_minutes": clean_s / 60, "copies": copies, "clips": len(nframes),
+    info = {"voice": voice + (f"#{tag}" if tag else ""), "labels": labels, "clean_minutes": clean_s / 60, "copies": copies, "clips": len(nframes),
             "clips_not_aligned": dropped, "minutes_synthesized": made_s / 60, "frames": int(foffsets[-1]),
             "gen_s": time.time() - t0}
     log.info("%s", info)
     return info
 
 
-def _worker(args: tuple[str, float, int, int, str, str]) -> dict:
-    voice, minutes, copies, seed, out, labels = args
+def _worker(args: tuple[str, float, int, int, str, str, str, bool]) -> dict:
+    voice, minutes, copies, seed, out, labels, tag, vary_pitch = args
     logging.basicConfig(level=logging.INFO)
-    return _make_voice(voice, minutes, copies, seed, Path(out), labels)
+    return _make_voice(voice, minutes, copies, seed, Path(out), labels, tag, vary_pitch)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -518,6 +531,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--voices", choices=("base", "kokoro", "flite"), default="base",
                    help="base: Piper, eSpeak NG and Festival (a new folder); kokoro / flite: add the Kokoro or Flite "
                         "voices to an existing folder (aligned labels only; --minutes / --val-minutes are theirs)")
+    p.add_argument("--only", default="", help="comma-separated voices of that set to make (e.g. kokoro:blend); "
+                   "--minutes are shared among them as if the others were made too")
+    p.add_argument("--tag", default="", help="suffix for the shard names (another round of the same voices with "
+                   "another --seed, kept beside the first)")
+    p.add_argument("--flite-pitch", action="store_true", help="Flite voices at random mean F0 and F0 spread")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -526,28 +544,34 @@ def main(argv: list[str] | None = None) -> int:
     train_v, val_v = {"base": (TRAIN_VOICES, VAL_VOICES), "kokoro": (KOKORO_TRAIN, KOKORO_VAL),
                       "flite": (FLITE_TRAIN, ())}[args.voices]
     labels = args.labels if args.voices == "base" else "aligned"
-    jobs = [(v, m, args.copies, args.seed, str(args.out / "train"), labels)
+    jobs = [(v, m, args.copies, args.seed, str(args.out / "train"), labels, args.tag, args.flite_pitch)
             for v, m in _voice_minutes(train_v, args.minutes).items()]
     val = _voice_minutes(val_v, args.val_minutes)
-    jobs += [(v, m, 1, args.seed, str(args.out / "val"), labels) for v, m in val.items()]
+    jobs += [(v, m, 1, args.seed, str(args.out / "val"), labels, args.tag, args.flite_pitch) for v, m in val.items()]
+    only = {v for v in args.only.split(",") if v}
+    if only - {j[0] for j in jobs}:
+        p.error(f"--only: not voices of --voices {args.voices}: {sorted(only - {j[0] for j in jobs})}")
+    jobs = [j for j in jobs if not only or j[0] in only]
     jobs.sort(key=lambda j: -j[1] * (20 if j[0].startswith(("piper", "kokoro")) else 1))  # slowest first
     from multiprocessing import get_context
 
     with get_context("spawn").Pool(args.jobs) as pool:
         infos = pool.map(_worker, jobs, chunksize=1)
     recipe = args.out / "recipe.json"
-    if args.voices == "base" or not recipe.is_file():
+    if args.voices == "base":
         summary = {"seed": args.seed, "fps": FPS, "labels": args.labels, "train_voices": list(train_v),
                    "val_voices": list(val_v), "copies": args.copies, "voices": infos}
-    else:  # add to the base recipe
-        summary = json.loads(recipe.read_text())
+    else:  # add to the folder's recipe (a new one when the folder has none)
+        summary = json.loads(recipe.read_text()) if recipe.is_file() else {
+            "fps": FPS, "train_voices": [], "val_voices": [], "voices": []}
         summary["train_voices"] = [v for v in summary["train_voices"] if v not in train_v] + list(train_v)
         summary["val_voices"] = [v for v in summary["val_voices"] if v not in val_v] + list(val_v)
         mine = {i["voice"] for i in infos}
         summary["voices"] = [i for i in summary["voices"] if i["voice"] not in mine] + infos
         summary.setdefault("added", []).append({"voices": args.voices, "minutes": args.minutes,
                                                 "val_minutes": args.val_minutes, "copies": args.copies,
-                                                "seed": args.seed, "labels": labels})
+                                                "seed": args.seed, "labels": labels, "only": sorted(only),
+                                                "tag": args.tag, "flite_pitch": args.flite_pitch})
     recipe.write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0

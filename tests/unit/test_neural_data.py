@@ -128,3 +128,41 @@ def test_fine_tuning_starts_from_the_given_weights(tmp_path) -> None:
     got = load_weights(tmp_path / "out" / "audio2motion.pt").state_dict()
     want = load_weights(tmp_path / "start.pt").state_dict()
     assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_only_names_voices_of_the_chosen_set(tmp_path, capsys) -> None:
+    from studio.neural import data
+
+    with pytest.raises(SystemExit) as e:
+        data.main(["--out", str(tmp_path), "--voices", "flite", "--only", "kokoro:blend"])
+    assert e.value.code == 2
+    assert "kokoro:blend" in capsys.readouterr().err
+
+
+def _median_f0(audio, sr: int) -> float:
+    import numpy as np
+
+    f0 = []
+    for i in range(0, len(audio) - 1024, 256):
+        fr = audio[i : i + 1024]
+        if np.sqrt((fr**2).mean()) < 0.03:
+            continue
+        ac = np.correlate(fr, fr, "full")[1023:]
+        lo, hi = sr // 400, sr // 60
+        k = lo + int(np.argmax(ac[lo:hi]))
+        if ac[k] > 0.4 * ac[0]:
+            f0.append(sr / k)
+    return float(np.median(f0))
+
+
+@pytest.mark.skipif(__import__("shutil").which("flite") is None, reason="needs Debian flite (training-deps.sh)")
+def test_flite_pitch_option_moves_the_voice_f0(monkeypatch) -> None:
+    from studio.audio.features import SAMPLE_RATE_HZ
+    from studio.neural import data
+
+    text = "The city council approved a new bridge on Monday morning"
+    f0 = {}
+    for hz in (100.0, 220.0):
+        monkeypatch.setitem(data.FLITE_F0, "slt", (hz, hz))
+        f0[hz] = _median_f0(data._flite(text, "flite:slt", random.Random(0), vary_pitch=True).audio, SAMPLE_RATE_HZ)
+    assert 85 < f0[100.0] < 120 and 190 < f0[220.0] < 250, f0
