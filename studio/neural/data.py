@@ -26,6 +26,7 @@ Stored as shards of uint8-quantized log-mel (``quantize_mel``) + float16 coeffic
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import logging
 import os
@@ -558,21 +559,23 @@ def main(argv: list[str] | None = None) -> int:
     with get_context("spawn").Pool(args.jobs) as pool:
         infos = pool.map(_worker, jobs, chunksize=1)
     recipe = args.out / "recipe.json"
-    if args.voices == "base":
-        summary = {"seed": args.seed, "fps": FPS, "labels": args.labels, "train_voices": list(train_v),
-                   "val_voices": list(val_v), "copies": args.copies, "voices": infos}
-    else:  # add to the folder's recipe (a new one when the folder has none)
-        summary = json.loads(recipe.read_text()) if recipe.is_file() else {
-            "fps": FPS, "train_voices": [], "val_voices": [], "voices": []}
-        summary["train_voices"] = [v for v in summary["train_voices"] if v not in train_v] + list(train_v)
-        summary["val_voices"] = [v for v in summary["val_voices"] if v not in val_v] + list(val_v)
-        mine = {i["voice"] for i in infos}
-        summary["voices"] = [i for i in summary["voices"] if i["voice"] not in mine] + infos
-        summary.setdefault("added", []).append({"voices": args.voices, "minutes": args.minutes,
-                                                "val_minutes": args.val_minutes, "copies": args.copies,
-                                                "seed": args.seed, "labels": labels, "only": sorted(only),
-                                                "tag": args.tag, "flite_pitch": args.flite_pitch})
-    recipe.write_text(json.dumps(summary, indent=1))
+    with (args.out / ".recipe.lock").open("w") as lock:  # two runs adding voices to one folder may end together
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if args.voices == "base":
+            summary = {"seed": args.seed, "fps": FPS, "labels": args.labels, "train_voices": list(train_v),
+                       "val_voices": list(val_v), "copies": args.copies, "voices": infos}
+        else:  # add to the folder's recipe (a new one when the folder has none)
+            summary = json.loads(recipe.read_text()) if recipe.is_file() else {
+                "fps": FPS, "train_voices": [], "val_voices": [], "voices": []}
+            summary["train_voices"] = [v for v in summary["train_voices"] if v not in train_v] + list(train_v)
+            summary["val_voices"] = [v for v in summary["val_voices"] if v not in val_v] + list(val_v)
+            mine = {i["voice"] for i in infos}
+            summary["voices"] = [i for i in summary["voices"] if i["voice"] not in mine] + infos
+            summary.setdefault("added", []).append({"voices": args.voices, "minutes": args.minutes,
+                                                    "val_minutes": args.val_minutes, "copies": args.copies,
+                                                    "seed": args.seed, "labels": labels, "only": sorted(only),
+                                                    "tag": args.tag, "flite_pitch": args.flite_pitch})
+        recipe.write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0
 

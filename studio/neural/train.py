@@ -100,6 +100,75 @@ def strong_augment(mel: torch.Tensor, gen: torch.Generator | None = None) -> tor
     return x.clamp(SILENCE_LOG, 3.9)
 
 
+_DB = math.log(10) / 10  # natural-log power per dB
+
+
+def add_breaths(seg: np.ndarray, vis: np.ndarray, rng: np.random.Generator, p: float) -> None:
+    """Put breath-like noise into ``p`` of the silent stretches (>= 2 frames) of one crop, in place; labels stay silence.
+
+    Why: on the human clips most silence frames the models call speech follow the end of a phrase (an exhale, a breathy
+    tail: y2 of session 5 had 44 of its 68 there, pocketsphinx 6), and TTS speech never breathes. ``seg``: the crop's
+    log-mel (LEFT_CTX frames of context, then 4 per motion frame); ``vis``: its motion frames' visemes (0 = silence).
+    An event is a tail that decays from the start of the stretch, an inhale that swells before its end, or a burst
+    anywhere in it: smooth random colour (up to three formant-like bumps and a tilt), its peak 10-30 dB below the
+    crop's median speech frame (power over all bins; the human clips' tails sit ~20 dB below), periodogram-like
+    fluctuation; 80-480 ms, never past the stretch."""
+    ref = speech_level(seg, vis)
+    if ref is None:
+        return
+    is_sil = np.concatenate([[False], vis == 0, [False]])
+    edges = np.flatnonzero(np.diff(is_sil.astype(np.int8)))
+    bins = np.arange(seg.shape[1], dtype=np.float32)
+    for a, b in zip(edges[::2], edges[1::2]):
+        if b - a < 2 or rng.random() >= p:
+            continue
+        length = int(min(b - a, rng.integers(2, 13)))
+        kind = rng.random()
+        k0 = a if kind < 0.5 else (b - length if kind < 0.8 else int(rng.integers(a, b - length + 1)))
+        m0, m1 = LEFT_CTX + 4 * k0, min(len(seg), LEFT_CTX + 4 * (k0 + length))
+        if m1 <= m0:
+            continue
+        shape = rng.uniform(-1.0, 2.0) * np.linspace(-0.5, 0.5, len(bins), dtype=np.float32)
+        for _ in range(int(rng.integers(0, 4))):
+            shape += rng.uniform(0.5, 2.5) * np.exp(-((bins - rng.uniform(3, 36)) ** 2) / (2 * rng.uniform(1.5, 5) ** 2))
+        shape -= shape.max()
+        t = np.linspace(0.0, 1.0, m1 - m0, dtype=np.float32)
+        if kind < 0.5:  # a tail: decays from where the speech stopped
+            env = np.exp(-t / rng.uniform(0.15, 0.6))
+        else:  # an inhale or a burst: swells and fades
+            env = np.clip(np.sin(np.pi * t), 1e-3, 1.0) ** rng.uniform(0.5, 2.0)
+        colour = np.exp(shape) / np.exp(shape).mean()  # mean power 1 over the bins
+        power = np.exp(ref - rng.uniform(10.0, 30.0) * _DB) * colour[None, :] * env[:, None] * rng.exponential(1.0, (m1 - m0, len(bins)))
+        seg[m0:m1] = np.log(np.exp(seg[m0:m1]) + power.astype(np.float32))
+
+
+def speech_level(seg: np.ndarray, vis: np.ndarray) -> float | None:
+    """Natural log of the median power (mean over bins) of a crop's speech frames; None without speech."""
+    n = min(len(vis), (len(seg) - LEFT_CTX) // 4)
+    speech = vis[:n] != 0
+    if not speech.any():
+        return None
+    frame_pow = np.exp(seg[LEFT_CTX : LEFT_CTX + 4 * n]).mean(1).reshape(n, 4).mean(1)
+    return float(np.log(np.median(frame_pow[speech])))
+
+
+def add_floor(seg: np.ndarray, vis: np.ndarray, rng: np.random.Generator) -> None:
+    """Add a room-noise floor to one crop, in place: stationary smooth-coloured noise 12-35 dB below the crop's median
+    speech frame, its level wandering by +-2 dB. Why: most training pauses are digital silence (the log-mel floor,
+    ~50 dB below speech), while the human clips' pauses sit 20-25 dB below their speech (two_cities: -60 vs -39 dBFS)."""
+    ref = speech_level(seg, vis)
+    if ref is None:
+        return
+    nb = seg.shape[1]
+    nodes = rng.uniform(-6.0, 6.0, 6)  # dB at 6 points over the mel axis
+    colour = np.exp(np.interp(np.arange(nb), np.linspace(0, nb - 1, 6), nodes) * _DB)
+    colour /= colour.mean()
+    wander = np.exp(np.interp(np.arange(len(seg)), np.linspace(0, len(seg) - 1, 5), rng.uniform(-2, 2, 5)) * _DB)
+    level = np.exp(ref - rng.uniform(12.0, 35.0) * _DB)
+    power = level * colour[None, :] * wander[:, None] * rng.exponential(1.0, seg.shape)
+    seg[:] = np.log(np.exp(seg) + power.astype(np.float32))
+
+
 class Shards:
     """All clips of a folder of shards, in memory: per clip (mel uint8 (8 + 4T + 4) x 40, coeffs T x 5, vis T)."""
 
@@ -125,9 +194,12 @@ class Shards:
         self.frames = np.array([len(c[1]) for c in self.clips])
 
     def batch(
-        self, rng: np.random.Generator, b: int, crop: int = CROP, augment: Augment | None = None
+        self, rng: np.random.Generator, b: int, crop: int = CROP, augment: Augment | None = None, breaths: float = 0.0,
+        floor: float = 0.0,
     ) -> dict[str, torch.Tensor]:
-        """Random crops: mel B x (LEFT_CTX + 4*crop + 4) x 40, y B x crop x 5, vis B x crop, mask B x crop, prev0."""
+        """Random crops: mel B x (LEFT_CTX + 4*crop + 4) x 40, y B x crop x 5, vis B x crop, mask B x crop, prev0.
+        ``breaths``: share of silent stretches that get breath-like noise (``add_breaths``); ``floor``: share of crops
+        that get a room-noise floor (``add_floor``)."""
         p = self.frames / self.frames.sum()
         idx = rng.choice(len(self.clips), size=b, p=p)
         n_mel = LEFT_CTX + 4 * crop + 4
@@ -149,6 +221,10 @@ class Shards:
                 f0 = int(rng.integers(0, 40))
                 seg[:, f0 : f0 + int(rng.integers(0, 5))] = silence
                 seg = np.maximum(seg, silence)
+            if breaths > 0:
+                add_breaths(seg, v[i0 : i0 + n], rng, breaths)
+            if floor > 0 and rng.random() < floor:
+                add_floor(seg, v[i0 : i0 + n], rng)
             mel[k, : len(seg)] = seg
             y[k, :n], vis[k, :n], mask[k, :n] = c[i0 : i0 + n], v[i0 : i0 + n], 1.0
             if i0 > 0:
@@ -210,13 +286,16 @@ def train(
     data: Path, out: Path, config: str, minutes: float, device: str, batch: int, lr: float, seed: int,
     augment: Augment = Augment.RECIPE, pbm_weight: float = 1.0, dropout: float | None = None,
     keep_best: bool = False, weight_decay: float = 0.01, aligned_only: bool = False, select: str = "",
-    ema: float = 0.0, exclude: tuple[str, ...] = (), init: Path | None = None,
+    ema: float = 0.0, exclude: tuple[str, ...] = (), init: Path | None = None, breaths: float = 0.0,
+    floor: float = 0.0,
 ) -> dict:
     """Train for ``minutes`` of wall clock; ``keep_best`` saves the weights of the best held-out-voice loss (over the
     held-out voices whose shard names start with ``select``, e.g. ``kokoro``: all of them when empty). ``ema`` > 0
     keeps an exponential moving average of the weights (decay ``ema``): validation, the best weights and the saved
     weights are the average's. ``exclude``: leave out the training voices whose shard names start with these.
-    ``init``: start from these weights (fine-tuning; their config is used, ``config`` is ignored)."""
+    ``init``: start from these weights (fine-tuning; their config is used, ``config`` is ignored). ``breaths``: share of
+    the training crops' silent stretches that get breath-like noise (``add_breaths``); ``floor``: share of the training
+    crops that get a room-noise floor (``add_floor``)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     tr, va = Shards(data / "train", aligned_only, exclude=exclude), Shards(data / "val", aligned_only)
@@ -243,7 +322,7 @@ def train(
             "val_frames": int(va.frames.sum()), "augment": augment.value, "pbm_weight": pbm_weight,
             "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select, "ema": ema,
             "train_voices": sorted(set(tr.voices)), "exclude": list(exclude),
-            "init": str(init) if init else None}
+            "init": str(init) if init else None, "breaths": breaths, "floor": floor}
     log.info("%s", info)
     log_f.write(json.dumps({"info": info}) + "\n")
 
@@ -282,7 +361,7 @@ def train(
         cur_lr = lr * min(1.0, (step + 1) / 200) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = cur_lr
-        bt = {k: v.to(device, non_blocking=True) for k, v in tr.batch(rng, batch, augment=augment).items()}
+        bt = {k: v.to(device, non_blocking=True) for k, v in tr.batch(rng, batch, augment=augment, breaths=breaths, floor=floor).items()}
         if augment is Augment.STRONG:
             bt["mel"] = strong_augment(bt["mel"])
         with torch.autocast("cuda", torch.bfloat16, enabled=amp):
@@ -344,6 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exclude", default="", help="comma-separated shard name prefixes of training voices to leave "
                    "out (e.g. kokoro)")
     p.add_argument("--init", type=Path, help="start from these weights (fine-tuning)")
+    p.add_argument("--breaths", type=float, default=0.0, help="share of the silent stretches of training crops that "
+                   "get breath-like noise (0 = off)")
+    p.add_argument("--floor", type=float, default=0.0, help="share of training crops that get a room-noise floor "
+                   "12-35 dB below their speech (0 = off)")
     p.add_argument("--aligned-only", action="store_true",
                    help="train and validate only on clips whose targets come from forced alignment")
     args = p.parse_args(argv)
@@ -351,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     batch = args.batch or (16 if args.config == "small" else 64)
     m = train(args.data, args.out, args.config, args.minutes, args.device, batch, args.lr, args.seed,
               args.augment, args.pbm_weight, args.dropout, args.keep_best, args.weight_decay,
-              args.aligned_only, args.select, args.ema, tuple(x for x in args.exclude.split(",") if x), args.init)
+              args.aligned_only, args.select, args.ema, tuple(x for x in args.exclude.split(",") if x), args.init,
+              args.breaths, args.floor)
     print(json.dumps(m, indent=1))
     return 0
 

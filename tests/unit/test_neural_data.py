@@ -166,3 +166,26 @@ def test_flite_pitch_option_moves_the_voice_f0(monkeypatch) -> None:
         monkeypatch.setitem(data.FLITE_F0, "slt", (hz, hz))
         f0[hz] = _median_f0(data._flite(text, "flite:slt", random.Random(0), vary_pitch=True).audio, SAMPLE_RATE_HZ)
     assert 85 < f0[100.0] < 120 and 190 < f0[220.0] < 250, f0
+
+
+def test_breaths_and_noise_floor_touch_only_what_they_should() -> None:
+    """Training-time augmentation: breaths only in silent motion frames; the floor lifts the pauses, not the speech."""
+    import numpy as np
+
+    from studio.neural.train import LEFT_CTX, SILENCE_LOG, add_breaths, add_floor
+
+    rng = np.random.default_rng(0)
+    vis = np.array([0] * 10 + [5] * 20 + [0] * 12 + [9] * 8, np.int64)  # silence, speech, silence, speech
+    seg = np.full((LEFT_CTX + 4 * len(vis) + 4, 40), SILENCE_LOG, np.float32)
+    speech_rows = LEFT_CTX + 4 * np.flatnonzero(vis != 0)[:, None] + np.arange(4)
+    seg[speech_rows.ravel()] = rng.uniform(-2.0, 2.0, (speech_rows.size, 40))
+    b = seg.copy()
+    add_breaths(b, vis, rng, p=1.0)
+    changed = np.abs(b - seg)[LEFT_CTX : LEFT_CTX + 4 * len(vis)].max(1).reshape(len(vis), 4).max(1) > 1e-6
+    assert np.isfinite(b).all() and changed.any() and not (changed & (vis != 0)).any()
+    f = seg.copy()
+    add_floor(f, vis, rng)
+    pause, speech = LEFT_CTX + 4 * 35, speech_rows.ravel()
+    assert f[pause].mean() > seg[pause].mean() + 5  # pauses were at the log-mel floor: 12-35 dB below speech now
+    assert np.abs(f[speech] - seg[speech]).mean() < 0.15  # speech barely changes (< 0.7 dB on average)
+    assert (f >= seg - 1e-5).all()
