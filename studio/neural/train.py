@@ -180,14 +180,14 @@ class Shards:
         for f in sorted(folder.glob(f"{prefix}*.npz")):
             if f.stem.startswith(exclude):  # an empty tuple excludes nothing
                 continue
-            z = np.load(f)
-            mo, fo = z["mel_offsets"], z["frame_offsets"]
-            ok = z["clip_aligned"] if "clip_aligned" in z.files else np.zeros(len(fo) - 1, np.uint8)
+            with np.load(f) as z:  # each z[key] decompresses the whole array again: read every array once
+                mel, coeffs, vis = z["mel"], z["coeffs"].astype(np.float32), z["vis"]
+                mo, fo = z["mel_offsets"], z["frame_offsets"]
+                ok = z["clip_aligned"] if "clip_aligned" in z.files else np.zeros(len(fo) - 1, np.uint8)
             for i in range(len(fo) - 1):
                 if aligned_only and not ok[i]:
                     continue
-                self.clips.append((z["mel"][mo[i]:mo[i + 1]], z["coeffs"][fo[i]:fo[i + 1]].astype(np.float32),
-                                   z["vis"][fo[i]:fo[i + 1]]))
+                self.clips.append((mel[mo[i]:mo[i + 1]], coeffs[fo[i]:fo[i + 1]], vis[fo[i]:fo[i + 1]]))
                 self.voices.append(f.stem)
         if not self.clips:
             raise FileNotFoundError(f"no shards in {folder}: run python -m studio.neural.data first")
