@@ -499,14 +499,14 @@ def _make_voice(
                 flags.append(int(ok))
     offsets = np.cumsum([0] + [len(m) for m in mels])
     foffsets = np.cumsum([0] + nframes)
-    name = voice.replace(":", "_") + (f"_{tag}" if tag else "")
+    name = voice.replace(":", "_") + (f"_{tag}" if tag else "")  # the info names the round as voice#tag
     if mels:  # a voice none of whose clips aligned leaves no shard (its info says so)
         np.savez_compressed(
             out_dir / f"{name}.npz", mel=np.concatenate(mels), mel_offsets=offsets, coeffs=np.concatenate(coeffs),
             vis=np.concatenate(vis), frame_offsets=foffsets, clip_aligned=np.array(flags, np.uint8),
         )
-    info = {"voice": voice + (f"#{tag}" if tag else ""), "labels": labels, "clean_minutes": clean_s / 60, "copies": copies, "clips": len(nframes),
-            "clips_not_aligned": dropped, "minutes_synthesized": made_s / 60, "frames": int(foffsets[-1]),
+    info = {"voice": voice + (f"#{tag}" if tag else ""), "labels": labels, "clean_minutes": clean_s / 60,
+            "copies": copies, "clips": len(nframes), "clips_not_aligned": dropped, "minutes_synthesized": made_s / 60, "frames": int(foffsets[-1]),
             "gen_s": time.time() - t0}
     log.info("%s", info)
     return info
@@ -550,8 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     val = _voice_minutes(val_v, args.val_minutes)
     jobs += [(v, m, 1, args.seed, str(args.out / "val"), labels, args.tag, args.flite_pitch) for v, m in val.items()]
     only = {v for v in args.only.split(",") if v}
-    if only - {j[0] for j in jobs}:
-        p.error(f"--only: not voices of --voices {args.voices}: {sorted(only - {j[0] for j in jobs})}")
+    if unknown := only - {j[0] for j in jobs}:
+        p.error(f"--only: not voices of --voices {args.voices}: {sorted(unknown)}")
     jobs = [j for j in jobs if not only or j[0] in only]
     jobs.sort(key=lambda j: -j[1] * (20 if j[0].startswith(("piper", "kokoro")) else 1))  # slowest first
     from multiprocessing import get_context

@@ -104,7 +104,8 @@ _DB = math.log(10) / 10  # natural-log power per dB
 
 
 def add_breaths(seg: np.ndarray, vis: np.ndarray, rng: np.random.Generator, p: float) -> None:
-    """Put breath-like noise into ``p`` of the silent stretches (>= 2 frames) of one crop, in place; labels stay silence.
+    """Put breath-like noise into ``p`` of the silent stretches (>= 2 frames) of one crop, in place; labels stay
+    silence.
 
     Why: on the human clips most silence frames the models call speech follow the end of a phrase (an exhale, a breathy
     tail: y2 of session 5 had 44 of its 68 there, pocketsphinx 6), and TTS speech never breathes. ``seg``: the crop's
@@ -130,15 +131,17 @@ def add_breaths(seg: np.ndarray, vis: np.ndarray, rng: np.random.Generator, p: f
             continue
         shape = rng.uniform(-1.0, 2.0) * np.linspace(-0.5, 0.5, len(bins), dtype=np.float32)
         for _ in range(int(rng.integers(0, 4))):
-            shape += rng.uniform(0.5, 2.5) * np.exp(-((bins - rng.uniform(3, 36)) ** 2) / (2 * rng.uniform(1.5, 5) ** 2))
-        shape -= shape.max()
+            height, centre, width = rng.uniform(0.5, 2.5), rng.uniform(3, 36), rng.uniform(1.5, 5)
+            shape += height * np.exp(-((bins - centre) ** 2) / (2 * width**2))
         t = np.linspace(0.0, 1.0, m1 - m0, dtype=np.float32)
         if kind < 0.5:  # a tail: decays from where the speech stopped
             env = np.exp(-t / rng.uniform(0.15, 0.6))
         else:  # an inhale or a burst: swells and fades
             env = np.clip(np.sin(np.pi * t), 1e-3, 1.0) ** rng.uniform(0.5, 2.0)
-        colour = np.exp(shape) / np.exp(shape).mean()  # mean power 1 over the bins
-        power = np.exp(ref - rng.uniform(10.0, 30.0) * _DB) * colour[None, :] * env[:, None] * rng.exponential(1.0, (m1 - m0, len(bins)))
+        colour = np.exp(shape)
+        colour /= colour.mean()  # mean power 1 over the bins
+        power = np.exp(ref - rng.uniform(10.0, 30.0) * _DB) * colour[None, :] * env[:, None]
+        power *= rng.exponential(1.0, (m1 - m0, len(bins)))
         seg[m0:m1] = np.log(np.exp(seg[m0:m1]) + power.astype(np.float32))
 
 
@@ -362,7 +365,8 @@ def train(
         cur_lr = lr * min(1.0, (step + 1) / 200) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = cur_lr
-        bt = {k: v.to(device, non_blocking=True) for k, v in tr.batch(rng, batch, augment=augment, breaths=breaths, floor=floor).items()}
+        crops = tr.batch(rng, batch, augment=augment, breaths=breaths, floor=floor)
+        bt = {k: v.to(device, non_blocking=True) for k, v in crops.items()}
         if augment is Augment.STRONG:
             bt["mel"] = strong_augment(bt["mel"])
         with torch.autocast("cuda", torch.bfloat16, enabled=amp):
