@@ -16,7 +16,10 @@ import argparse
 import json
 import logging
 import math
+import queue
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -236,6 +239,46 @@ class Shards:
         return {k: torch.from_numpy(v) for k, v in dict(mel=mel, y=y, vis=vis, mask=mask, prev0=prev0).items()}
 
 
+class Prefetcher:
+    """Makes training batches on a background thread, ``depth`` ahead, so the per-crop NumPy work (dequantizing,
+    ``add_breaths``, ``add_floor``) overlaps the GPU step instead of running in series with it. Only this thread calls
+    ``make`` (and so draws from its random generator): the batches and their order are those of calling ``make`` in
+    the loop. The queue is bounded (the producer waits; nothing is dropped). An exception in ``make`` is raised again
+    by ``next``; ``close`` stops the thread."""
+
+    def __init__(self, make: Callable[[], dict[str, torch.Tensor]], depth: int = 3) -> None:
+        self._make = make
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="batch-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                item: object = self._make()
+            except BaseException as exc:  # handed to the training thread, which raises it
+                item = exc
+            while not self._stop.is_set():
+                try:
+                    self._q.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if isinstance(item, BaseException):
+                return
+
+    def next(self) -> dict[str, torch.Tensor]:
+        item = self._q.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
 def run_model(model: Audio2Motion, mel: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """mel with LEFT_CTX frames of left context -> outputs for every token of ``prev``."""
     enc = model.encoder(mel)[:, LEFT_CTX:]
@@ -356,42 +399,45 @@ def train(
     sel_key = "sel_loss" if select else "loss"
 
     last_eval = 0.0
+    feed = Prefetcher(lambda: tr.batch(rng, batch, augment=augment, breaths=breaths, floor=floor))
     best: tuple[float, int, dict[str, torch.Tensor] | None, dict[str, float]] = (float("inf"), 0, None, {})
-    while True:
-        el = time.time() - t_start
-        if el >= budget_s:
-            break
-        frac = el / budget_s
-        cur_lr = lr * min(1.0, (step + 1) / 200) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
-        for g in opt.param_groups:
-            g["lr"] = cur_lr
-        crops = tr.batch(rng, batch, augment=augment, breaths=breaths, floor=floor)
-        bt = {k: v.to(device, non_blocking=True) for k, v in crops.items()}
-        if augment is Augment.STRONG:
-            bt["mel"] = strong_augment(bt["mel"])
-        with torch.autocast("cuda", torch.bfloat16, enabled=amp):
-            r = losses(model, bt, 0.05, True, pbm_weight)
-        opt.zero_grad(set_to_none=True)
-        r["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if ema_params is not None:
-            with torch.no_grad():
-                torch._foreach_lerp_(ema_params, [p.detach() for p in params], 1.0 - min(ema, (1 + step) / (10 + step)))
-        step += 1
-        if time.time() - last_eval > max(20.0, budget_s / 15) or step == 1:
-            last_eval = time.time()
-            swap_ema()
-            v = evaluate()
-            rec = {"step": step, "elapsed_s": round(time.time() - t_start, 1), "lr": cur_lr,
-                   "train": {k: round(float(x.detach()), 4) for k, x in r.items()},
-                   "val": {k: round(x, 4) for k, x in v.items()}}
-            log.info("%s", rec)
-            log_f.write(json.dumps(rec) + "\n")
-            log_f.flush()
-            if keep_best and v[sel_key] < best[0] and frac > 0.3:
-                best = (v[sel_key], step, {k: x.detach().clone() for k, x in model.state_dict().items()}, v)
-            swap_ema()
+    try:
+        while True:
+            el = time.time() - t_start
+            if el >= budget_s:
+                break
+            frac = el / budget_s
+            cur_lr = lr * min(1.0, (step + 1) / 200) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+            for g in opt.param_groups:
+                g["lr"] = cur_lr
+            bt = {k: v.to(device, non_blocking=True) for k, v in feed.next().items()}
+            if augment is Augment.STRONG:
+                bt["mel"] = strong_augment(bt["mel"])
+            with torch.autocast("cuda", torch.bfloat16, enabled=amp):
+                r = losses(model, bt, 0.05, True, pbm_weight)
+            opt.zero_grad(set_to_none=True)
+            r["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            if ema_params is not None:
+                with torch.no_grad():
+                    torch._foreach_lerp_(ema_params, [p.detach() for p in params], 1.0 - min(ema, (1 + step) / (10 + step)))
+            step += 1
+            if time.time() - last_eval > max(20.0, budget_s / 15) or step == 1:
+                last_eval = time.time()
+                swap_ema()
+                v = evaluate()
+                rec = {"step": step, "elapsed_s": round(time.time() - t_start, 1), "lr": cur_lr,
+                       "train": {k: round(float(x.detach()), 4) for k, x in r.items()},
+                       "val": {k: round(x, 4) for k, x in v.items()}}
+                log.info("%s", rec)
+                log_f.write(json.dumps(rec) + "\n")
+                log_f.flush()
+                if keep_best and v[sel_key] < best[0] and frac > 0.3:
+                    best = (v[sel_key], step, {k: x.detach().clone() for k, x in model.state_dict().items()}, v)
+                swap_ema()
+    finally:
+        feed.close()
     swap_ema()  # from here on the model holds the average
     v = evaluate()
     if keep_best and best[2] is not None and best[0] < v[sel_key]:

@@ -189,3 +189,39 @@ def test_breaths_and_noise_floor_touch_only_what_they_should() -> None:
     assert f[pause].mean() > seg[pause].mean() + 5  # pauses were at the log-mel floor: 12-35 dB below speech now
     assert np.abs(f[speech] - seg[speech]).mean() < 0.15  # speech barely changes (< 0.7 dB on average)
     assert (f >= seg - 1e-5).all()
+
+
+def test_prefetched_batches_are_the_batches_in_order_and_errors_reach_the_trainer() -> None:
+    """The training loop takes its batches from a background thread: the same batches, in the same order, as making
+    them in the loop with the same seed; a failure while making one is raised in the loop, not lost in the thread."""
+    import numpy as np
+
+    from studio.neural.train import Prefetcher
+
+    def maker(seed: int):
+        rng = np.random.default_rng(seed)
+        return lambda: {"x": rng.normal(size=(4, 3))}
+
+    direct = maker(5)
+    want = [direct()["x"] for _ in range(6)]
+    feed = Prefetcher(maker(5), depth=2)
+    try:
+        got = [feed.next()["x"] for _ in range(6)]
+    finally:
+        feed.close()
+    assert all(np.array_equal(a, b) for a, b in zip(want, got))
+
+    calls = iter(range(3))
+
+    def failing():
+        if next(calls) == 2:
+            raise FileNotFoundError("shard gone")
+        return {"x": 0}
+
+    feed = Prefetcher(failing, depth=1)
+    try:
+        assert feed.next() == {"x": 0} and feed.next() == {"x": 0}
+        with pytest.raises(FileNotFoundError, match="shard gone"):
+            feed.next()
+    finally:
+        feed.close()
