@@ -7,6 +7,13 @@ call ``motion(audio)`` is the same session fed at once, so offline and live give
 Per session: streaming log-mel -> encoder windows of 200 ms at a 133 ms stride (each through the shared
 ``FingerprintCache``) -> one ``StepGraph`` step per frame against an INT8 sliding-window KV cache. Both backends run
 the same graphs: PyTorch eager, or ONNX Runtime on the exported ``encoder.onnx`` / ``step.onnx``.
+
+VAD gate (``NeuralSettings.vad_gate``, on by default): Silero VAD (the silence sieve's model, no level gate, no
+hangover) runs on the same audio in 32 ms frames; a motion frame whose own audio and look-ahead hold no 32 ms frame
+that Silero calls speech comes out as silence (viseme SIL, mouth at rest), and the rest pose is what the model is fed
+back as its previous frame. Why: on the human clips most silence frames the model calls speech sit right after a
+phrase ends, where Silero (trained on real voices) already hears silence. It uses only audio the frame's output may
+depend on anyway (up to 75 ms after its centre), so it adds no latency.
 """
 
 from __future__ import annotations
@@ -20,11 +27,14 @@ import numpy as np
 import torch
 
 from studio.audio.features import N_MELS, SAMPLE_RATE_HZ, StreamingLogMel
+from studio.audio.settings import SieveSettings
+from studio.audio.sieve import SilenceSieve
 from studio.audio.fingerprint import STRIDE_MS, WINDOW_MEL, FingerprintCache, window_ends
 from studio.errors import ModelLoadError
 from studio.neural.kvcache import CacheDType
-from studio.neural.model import ENC_RECEPTIVE_FIELD, Audio2Motion, StepGraph
+from studio.neural.model import ENC_RECEPTIVE_FIELD, LOOKAHEAD_MS, Audio2Motion, StepGraph
 from studio.neural.settings import Backend, NeuralSettings
+from studio.speech.visemes import Viseme
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +42,11 @@ FPS = 25.0
 SAMPLES_PER_FRAME = SAMPLE_RATE_HZ // 25  # 640
 MEL_FRONT_PAD = 8  # silent mel frames in front of every stream (as in training)
 _SILENT_MEL = float(np.log(1e-5))
+_GATE_SIEVE = SieveSettings(rms_gate_dbfs=float("-inf"), hangover_ms=0.0)  # Silero alone: any input level
+_VAD_FRAME = 512  # Silero's frame at 16 kHz (32 ms)
+_SIL = int(Viseme.SIL)
+# a frame's output depends on audio up to this many samples after its start (1520: centre + look-ahead)
+_FRAME_REACH = SAMPLES_PER_FRAME // 2 + int(round(LOOKAHEAD_MS / 1000 * SAMPLE_RATE_HZ))
 
 
 @dataclass(frozen=True)
@@ -134,6 +149,15 @@ class NeuralMotionEngine:
         if fingerprints is None and s.fingerprint_capacity > 0:
             fingerprints = FingerprintCache(s.fingerprint_capacity)
         self.fingerprints = fingerprints
+        self._vad_model: SilenceSieve | None = None  # loaded on the first gated session, shared by all
+        self._vad_lock = threading.Lock()
+
+    def _vad(self) -> "SilenceSieve":
+        """A fresh Silero VAD stream (no level gate, no hangover) on the engine's one loaded model."""
+        with self._vad_lock:
+            if self._vad_model is None:
+                self._vad_model = SilenceSieve(_GATE_SIEVE)
+        return SilenceSieve(_GATE_SIEVE, share_model_of=self._vad_model)
 
     def _onnx_dir(self) -> Path:
         """The settings' folder, or a cache folder keyed by the weights' hash, exported on first use."""
@@ -196,6 +220,12 @@ class MotionSession:
         self._prev = np.zeros(cfg.n_out, np.float32)
         self._state = engine.backend.initial_state(engine.settings.cache_dtype)
         self._lock = threading.Lock()
+        # VAD gate: Silero decisions per 32 ms frame of the pushed audio, frame k in self._vad_said[k - _vad_base]
+        self._vad = engine._vad() if engine.settings.vad_gate else None
+        self._vad_pending = np.zeros(0, np.float32)
+        self._vad_said: list[bool] = []
+        self._vad_base = 0
+        self.frames_gated = 0  # frames the VAD gate put to rest
         self.last_probs = np.zeros((0, 16), np.float32)  # viseme probabilities of the frames the last call returned
 
     @property
@@ -233,10 +263,15 @@ class MotionSession:
         while MEL_FRONT_PAD + self._mpf * self._frames_out + self._tok <= enc_end:
             a = MEL_FRONT_PAD + self._mpf * self._frames_out - self._enc_base
             y, logits, self._state = self.engine.backend.step(self._enc_buf[a:a + self._tok], self._prev, self._state)
-            self._prev = np.asarray(y, np.float32).reshape(-1)
-            mouth.append(self._prev)
             lg = np.asarray(logits, np.float32).reshape(-1)
-            vis.append(int(np.argmax(lg)))
+            if self._vad is not None and not self._speech_near(self._frames_out):
+                self._prev = np.zeros(len(self._prev), np.float32)  # rest, and the model goes on from rest
+                vis.append(_SIL)
+                self.frames_gated += 1
+            else:
+                self._prev = np.asarray(y, np.float32).reshape(-1)
+                vis.append(int(np.argmax(lg)))
+            mouth.append(self._prev)
             e = np.exp(lg - lg.max())
             probs.append(e / e.sum())
             self._frames_out += 1
@@ -248,18 +283,43 @@ class MotionSession:
         self.last_probs = np.stack(probs) if probs else np.zeros((0, 16), np.float32)
         return m, np.asarray(vis, np.int64)
 
+    def _speech_near(self, t: int) -> bool:
+        """Whether Silero heard speech in a 32 ms frame ending within frame ``t``'s audio or its look-ahead
+        (samples 640 t .. 640 t + 1520). Frames not decided yet count as speech (the gate fails open; with audio
+        pushed in order they always are decided by the time the model emits frame ``t``)."""
+        a = SAMPLES_PER_FRAME * t
+        k_lo, k_hi = a // _VAD_FRAME, (a + _FRAME_REACH) // _VAD_FRAME - 1
+        if k_hi - self._vad_base >= len(self._vad_said):
+            return True
+        return any(self._vad_said[max(k_lo - self._vad_base, 0) : k_hi - self._vad_base + 1])
+
+    def _feed_vad(self, x: np.ndarray) -> None:
+        if self._vad is None:
+            return
+        buf = np.concatenate([self._vad_pending, x]) if len(self._vad_pending) else x
+        n = len(buf) // _VAD_FRAME
+        for i in range(n):
+            self._vad_said.append(self._vad.process(buf[i * _VAD_FRAME : (i + 1) * _VAD_FRAME]))
+        self._vad_pending = buf[n * _VAD_FRAME :].copy()
+        drop = SAMPLES_PER_FRAME * self._frames_out // _VAD_FRAME - self._vad_base  # no later frame looks back there
+        if drop > 0:
+            del self._vad_said[:drop]
+            self._vad_base += drop
+
     def push(self, audio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """16 kHz mono float32 samples -> (mouth K x 5, visemes K) for the frames completed by them."""
         with self._lock:
             x = np.asarray(audio, np.float32).reshape(-1)
             self._samples_in += len(x)
+            self._feed_vad(x)
             return self._push_mel(self._mel.push(x))
 
     def push_mel(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Log-mel frames (K x n_mels, as ``studio.audio.features.log_mel`` makes them) instead of audio: for
-        evaluating on the training recipe's stored features. Do not mix with ``push`` in one session (``flush`` may
-        follow: it pads with silence)."""
+        evaluating on the training recipe's stored features. There is no audio for the VAD gate, so it is off for
+        the session. Do not mix with ``push`` in one session (``flush`` may follow: it pads with silence)."""
         with self._lock:
+            self._vad = None
             return self._push_mel(np.asarray(feats, np.float32))
 
     def _push_mel(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

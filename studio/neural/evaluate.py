@@ -4,10 +4,11 @@ Reference: pocketsphinx forced alignment of each clip's transcript (``resources/
 eval_transcripts.json``) -> viseme per 25 fps frame. Engines:
 - pocketsphinx: streaming phone recognition (``recognize_file_phones``) -> visemes, and ``mouth_track`` with the
   loudness envelope (exactly what ``render --audio --engine pocketsphinx`` animates);
-- neural: ``NeuralMotionEngine.motion`` -> viseme logits and mouth coefficients.
+- neural: ``NeuralMotionEngine.motion`` -> viseme logits and mouth coefficients (with the engine's VAD gate unless
+  ``--no-vad-gate``).
 Metrics per engine, over all clips' frames: viseme accuracy (all frames; speech frames only), lip closure on p/b/m
 (share of reference p/b/m frames with LIP_PART < 0.15, i.e. lips together), mean LIP_PART on p/b/m over that on open
-vowels.   ``python -m studio.neural.evaluate [--weights W] [--json FILE]``
+vowels.   ``python -m studio.neural.evaluate [--weights W] [--no-vad-gate] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def frame_classes(phones: list[PhonemeTiming], n: int) -> np.ndarray:
     return out
 
 
-def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = None, dump: Path | None = None) -> dict:
+def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = None, dump: Path | None = None,
+             vad_gate: bool = True) -> dict:
     from studio.audio.recognizer import recognize_file_phones
     from studio.neural.data import MOUTH_IDX, frame_visemes
     from studio.neural.engine import NeuralMotionEngine
@@ -103,7 +105,8 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
 
     from studio.neural.settings import NeuralSettings
 
-    eng = NeuralMotionEngine(NeuralSettings(weights_path=weights) if weights else None)
+    settings = NeuralSettings(vad_gate=vad_gate)
+    eng = NeuralMotionEngine(replace(settings, weights_path=weights) if weights else settings)
     acc: dict[str, dict[str, list]] = {e: {"vis": [], "part": []} for e in ("pocketsphinx", "neural")}
     refs, classes, per_clip = [], [], {}
     for key, path, text in clips:
@@ -141,7 +144,7 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
     speech = ref_all != int(Viseme.SIL)
     pbm = ref_all == int(Viseme.PBM)
     open_ = cls_all == int(PhoneClass.OPEN)
-    res: dict = {"clips": [c[0] for c in clips], "frames": int(len(ref_all)), "speech_frames": int(speech.sum()),
+    res: dict = {"neural_vad_gate": vad_gate, "clips": [c[0] for c in clips], "frames": int(len(ref_all)), "speech_frames": int(speech.sum()),
                  "pbm_frames": int(pbm.sum()), "open_vowel_frames": int(open_.sum()), "per_clip": per_clip}
     for e, d in acc.items():
         vis, part = np.concatenate(d["vis"]), np.concatenate(d["part"])
@@ -191,9 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--weights", type=Path, help="default: the shipped weights")
     p.add_argument("--dump", type=Path, help="also save the scored frames (reference, both engines) as .npz")
+    p.add_argument("--no-vad-gate", action="store_true", help="the neural engine without its VAD gate")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    r = evaluate(load_clips(), args.weights, args.dump)
+    r = evaluate(load_clips(), args.weights, args.dump, vad_gate=not args.no_vad_gate)
     text = json.dumps(r, indent=1)
     print(text)
     if args.json:

@@ -29,3 +29,7 @@ class NeuralSettings:
         default=50_000, metadata={"label": "Audio fingerprint cache (windows; 0 = off)", "min": 0}
     )
     onnx_threads: int = field(default=1, metadata={"label": "ONNX Runtime threads", "min": 1, "max": 64})
+    vad_gate: bool = field(
+        default=True,
+        metadata={"label": "Rest the mouth where Silero VAD hears no speech (within the frame and its look-ahead)"},
+    )

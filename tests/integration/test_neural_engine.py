@@ -24,9 +24,10 @@ def test_torch_and_onnx_backends_agree(tmp_path: Path) -> None:
     from studio.neural.engine import NeuralMotionEngine
     from studio.neural.export import export
 
-    a = NeuralMotionEngine(NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0))
+    a = NeuralMotionEngine(NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0, vad_gate=False))
     export(a.model, tmp_path)
-    b = NeuralMotionEngine(NeuralSettings(backend=Backend.ONNX, onnx_dir=tmp_path, fingerprint_capacity=0),
+    b = NeuralMotionEngine(NeuralSettings(backend=Backend.ONNX, onnx_dir=tmp_path, fingerprint_capacity=0,
+                                          vad_gate=False),
                            model=a.model)
     t = np.arange(16000 * 3) / 16000
     audio = (0.2 * np.sin(2 * np.pi * 180 * t) * (np.sin(2 * np.pi * 3 * t) > 0)).astype(np.float32)

@@ -18,10 +18,10 @@ from studio.presenter.coeffs import MOUTH_COEFFS
 RATE = 16000
 
 
-def _engine() -> NeuralMotionEngine:
+def _engine(vad_gate: bool = False) -> NeuralMotionEngine:
     torch.manual_seed(3)
     m = Audio2Motion(ModelConfig(enc_channels=16, d_model=32, n_layers=2, n_heads=2, window=8, dropout=0.0)).eval()
-    return NeuralMotionEngine(NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0), model=m)
+    return NeuralMotionEngine(NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0, vad_gate=vad_gate), model=m)
 
 
 def _voice_like(seconds: float) -> np.ndarray:
@@ -31,10 +31,26 @@ def _voice_like(seconds: float) -> np.ndarray:
     return (0.2 * syll * (np.sin(2 * np.pi * 150 * t) + 0.3 * rng.standard_normal(len(t)))).astype(np.float32)
 
 
-@pytest.mark.parametrize("block", [160, 441, 1024])
-def test_each_frame_is_out_once_its_lead_has_arrived_and_matches_offline(block: int) -> None:
-    eng = _engine()
-    audio = _voice_like(3.0)
+def _human_voice() -> np.ndarray:
+    """alsa-utils' "Front Center" (a human voice; installers/setup.sh) with 0.5 s of silence either side."""
+    from pathlib import Path
+
+    from studio.pipeline.offline import load_audio_file
+
+    clip = Path("/usr/share/sounds/alsa/Front_Center.wav")
+    if not clip.exists():
+        pytest.skip("alsa-utils sound clips not installed")
+    voice, _ = load_audio_file(clip)
+    pause = np.zeros(RATE // 2, np.float32)
+    return np.concatenate([pause, voice, pause])
+
+
+@pytest.mark.parametrize("block, vad_gate", [(160, False), (441, False), (1024, False), (441, True), (1024, True)])
+def test_each_frame_is_out_once_its_lead_has_arrived_and_matches_offline(block: int, vad_gate: bool) -> None:
+    """Without the VAD gate on a voice-like signal (Silero would call it silence throughout); with it on a human
+    voice: the gate needs no audio beyond the model's lead, so frames come out as early and equal the offline ones."""
+    eng = _engine(vad_gate)
+    audio = _human_voice() if vad_gate else _voice_like(3.0)
     ring = AudioRing(RATE * 20, RATE)
     src = NeuralMicMotionSource(ring, MicMotionSettings(), engine=eng)
     lead = int(round(src.min_lead_s * RATE))
@@ -54,6 +70,8 @@ def test_each_frame_is_out_once_its_lead_has_arrived_and_matches_offline(block: 
     assert n >= len(audio) // SAMPLES_PER_FRAME - 5
     assert np.abs(np.stack(mouths) - offline[:n]).max() < 1e-4
     assert src.stats().frames_missing == 0
+    if vad_gate:  # the pauses were put to rest, the words were not
+        assert 0 < src._session.frames_gated < n
 
 
 def test_silence_keeps_the_mouth_still_and_the_sieve_quiet() -> None:
