@@ -41,14 +41,16 @@ def _speechlike(seconds: float, seed: int = 0) -> np.ndarray:
 
 
 def bench_rtf(weights: Path, runs: int, seconds: float = 20.0) -> dict:
-    """Median wall time per audio second of ``engine.motion`` (features + encoder + steps), cache off / on."""
+    """Median wall time per audio second of ``engine.motion`` (features + encoder + steps + VAD gate), fingerprint
+    cache off, per backend; and ONNX Runtime without the VAD gate (what the gate costs)."""
     from studio.neural.engine import NeuralMotionEngine
 
     torch.set_num_threads(1)
     audio = _speechlike(seconds)
     out: dict = {"audio_s": seconds, "runs": runs, "torch_threads": 1}
-    for backend in (Backend.ONNX, Backend.TORCH):
-        s = NeuralSettings(weights_path=weights, backend=backend, fingerprint_capacity=0)
+    for key, backend, gate in (("onnx", Backend.ONNX, True), ("torch", Backend.TORCH, True),
+                               ("onnx_no_vad_gate", Backend.ONNX, False)):
+        s = NeuralSettings(weights_path=weights, backend=backend, fingerprint_capacity=0, vad_gate=gate)
         eng = NeuralMotionEngine(s)
         eng.motion(audio[:16000])  # warm-up
         times = []
@@ -56,8 +58,7 @@ def bench_rtf(weights: Path, runs: int, seconds: float = 20.0) -> dict:
             t0 = time.perf_counter()
             eng.motion(audio)
             times.append(time.perf_counter() - t0)
-        out[backend.value] = {"rtf_median": statistics.median(times) / seconds,
-                              "rtf_all": [round(x / seconds, 4) for x in times]}
+        out[key] = {"rtf_median": statistics.median(times) / seconds, "rtf_all": [round(x / seconds, 4) for x in times]}
     return out
 
 
