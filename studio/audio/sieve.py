@@ -55,7 +55,7 @@ class SieveStats:
 class SilenceSieve:
     """Streaming speech/silence decision on 16 kHz float32 audio."""
 
-    def __init__(self, settings: SieveSettings | None = None, share_model_of: "SilenceSieve | None" = None) -> None:
+    def __init__(self, settings: SieveSettings | None = None, share_model_of: SilenceSieve | None = None) -> None:
         """``share_model_of``: use that sieve's loaded Silero model (its ONNX session is stateless: the LSTM state
         lives in each sieve) instead of loading another, ~40 ms each."""
         self.settings = settings or SieveSettings()

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from studio.audio.features import N_MELS, SAMPLE_RATE_HZ, StreamingLogMel
+from studio.audio.fingerprint import STRIDE_MS, WINDOW_MEL, FingerprintCache, window_ends
 from studio.audio.settings import SieveSettings
 from studio.audio.sieve import SilenceSieve
-from studio.audio.fingerprint import STRIDE_MS, WINDOW_MEL, FingerprintCache, window_ends
 from studio.errors import ModelLoadError
 from studio.neural.kvcache import CacheDType
 from studio.neural.model import ENC_RECEPTIVE_FIELD, LOOKAHEAD_MS, Audio2Motion, StepGraph
@@ -152,7 +152,7 @@ class NeuralMotionEngine:
         self._vad_model: SilenceSieve | None = None  # loaded on the first gated session, shared by all
         self._vad_lock = threading.Lock()
 
-    def _vad(self) -> "SilenceSieve":
+    def _vad(self) -> SilenceSieve:
         """A fresh Silero VAD stream (no level gate, no hangover) on the engine's one loaded model."""
         with self._vad_lock:
             if self._vad_model is None:
