@@ -101,15 +101,22 @@ class SilenceSieve:
 
     def process(self, chunk: np.ndarray) -> bool:
         """Feed mono 16 kHz samples (any length); returns whether speech is on after the last full frame."""
+        self.frames(chunk)
+        return self.speaking
+
+    def frames(self, chunk: np.ndarray) -> list[bool]:
+        """Feed mono 16 kHz samples (any length); returns the speaking flag after each 32 ms frame they completed."""
         x = np.asarray(chunk, dtype=np.float32).reshape(-1)
         if self._pending.size:
             x = np.concatenate([self._pending, x])
         n = self.settings.frame_samples
         n_full = x.shape[0] // n
+        out = []
         for i in range(n_full):
             self._process_frame(x[i * n : (i + 1) * n])
+            out.append(self.speaking)
         self._pending = x[n_full * n :].copy()
-        return self.speaking
+        return out
 
     def _process_frame(self, frame: np.ndarray) -> None:  # frame: 512 float32
         s = self.settings

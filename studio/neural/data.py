@@ -506,8 +506,8 @@ def _make_voice(
             vis=np.concatenate(vis), frame_offsets=foffsets, clip_aligned=np.array(flags, np.uint8),
         )
     info = {"voice": voice + (f"#{tag}" if tag else ""), "labels": labels, "clean_minutes": clean_s / 60,
-            "copies": copies, "clips": len(nframes), "clips_not_aligned": dropped, "minutes_synthesized": made_s / 60, "frames": int(foffsets[-1]),
-            "gen_s": time.time() - t0}
+            "copies": copies, "clips": len(nframes), "clips_not_aligned": dropped, "minutes_synthesized": made_s / 60,
+            "frames": int(foffsets[-1]), "gen_s": time.time() - t0}
     log.info("%s", info)
     return info
 

@@ -43,10 +43,10 @@ SAMPLES_PER_FRAME = SAMPLE_RATE_HZ // 25  # 640
 MEL_FRONT_PAD = 8  # silent mel frames in front of every stream (as in training)
 _SILENT_MEL = float(np.log(1e-5))
 _GATE_SIEVE = SieveSettings(rms_gate_dbfs=float("-inf"), hangover_ms=0.0)  # Silero alone: any input level
-_VAD_FRAME = 512  # Silero's frame at 16 kHz (32 ms)
+_VAD_FRAME = _GATE_SIEVE.frame_samples  # 512: Silero's frame at 16 kHz (32 ms)
 _SIL = int(Viseme.SIL)
-# a frame's output depends on audio up to this many samples after its start (1520: centre + look-ahead)
-_FRAME_REACH = SAMPLES_PER_FRAME // 2 + int(round(LOOKAHEAD_MS / 1000 * SAMPLE_RATE_HZ))
+# a frame's output depends on audio up to this many samples after its start (1520: its centre + the look-ahead)
+FRAME_REACH = SAMPLES_PER_FRAME // 2 + int(round(LOOKAHEAD_MS / 1000 * SAMPLE_RATE_HZ))
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,6 @@ class MotionSession:
         self._lock = threading.Lock()
         # VAD gate: Silero decisions per 32 ms frame of the pushed audio, frame k in self._vad_said[k - _vad_base]
         self._vad = engine._vad() if engine.settings.vad_gate else None
-        self._vad_pending = np.zeros(0, np.float32)
         self._vad_said: list[bool] = []
         self._vad_base = 0
         self.frames_gated = 0  # frames the VAD gate put to rest
@@ -288,7 +287,7 @@ class MotionSession:
         (samples 640 t .. 640 t + 1520). Frames not decided yet count as speech (the gate fails open; with audio
         pushed in order they always are decided by the time the model emits frame ``t``)."""
         a = SAMPLES_PER_FRAME * t
-        k_lo, k_hi = a // _VAD_FRAME, (a + _FRAME_REACH) // _VAD_FRAME - 1
+        k_lo, k_hi = a // _VAD_FRAME, (a + FRAME_REACH) // _VAD_FRAME - 1
         if k_hi - self._vad_base >= len(self._vad_said):
             return True
         return any(self._vad_said[max(k_lo - self._vad_base, 0) : k_hi - self._vad_base + 1])
@@ -296,11 +295,7 @@ class MotionSession:
     def _feed_vad(self, x: np.ndarray) -> None:
         if self._vad is None:
             return
-        buf = np.concatenate([self._vad_pending, x]) if len(self._vad_pending) else x
-        n = len(buf) // _VAD_FRAME
-        for i in range(n):
-            self._vad_said.append(self._vad.process(buf[i * _VAD_FRAME : (i + 1) * _VAD_FRAME]))
-        self._vad_pending = buf[n * _VAD_FRAME :].copy()
+        self._vad_said += self._vad.frames(x)  # no hangover: each 32 ms frame's own decision
         drop = SAMPLES_PER_FRAME * self._frames_out // _VAD_FRAME - self._vad_base  # no later frame looks back there
         if drop > 0:
             del self._vad_said[:drop]

@@ -20,8 +20,7 @@ from studio.audio.mic_motion import MicMotionStats, SievedMicSource
 from studio.audio.recognizer import RecognizerStats
 from studio.audio.ringbuffer import AudioRing
 from studio.audio.settings import MicMotionSettings, SieveSettings
-from studio.neural.engine import SAMPLES_PER_FRAME, NeuralMotionEngine, default_engine
-from studio.neural.model import LOOKAHEAD_MS
+from studio.neural.engine import FRAME_REACH, SAMPLES_PER_FRAME, NeuralMotionEngine, default_engine
 from studio.presenter.coeffs import MOUTH_COEFFS
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ class NeuralMicMotionSource(SievedMicSource):
         model's look-ahead after the frame's centre, and one 10 ms mel hop for the encoder windows' alignment
         (tests/unit/test_neural_mic.py checks it against the session). A stream's first frame waits 40 ms more, for
         the first full encoder window."""
-        return SAMPLES_PER_FRAME / 2 / self.rate_hz + LOOKAHEAD_MS / 1000.0 + 0.010
+        return FRAME_REACH / self.rate_hz + 0.010
 
     def skip_to(self, sample: int) -> None:
         """Ignore the audio before ``sample``: a new stream starts there (cache and all)."""

@@ -421,7 +421,8 @@ def train(
             opt.step()
             if ema_params is not None:
                 with torch.no_grad():
-                    torch._foreach_lerp_(ema_params, [p.detach() for p in params], 1.0 - min(ema, (1 + step) / (10 + step)))
+                    decay = min(ema, (1 + step) / (10 + step))
+                    torch._foreach_lerp_(ema_params, [p.detach() for p in params], 1.0 - decay)
             step += 1
             if time.time() - last_eval > max(20.0, budget_s / 15) or step == 1:
                 last_eval = time.time()
