@@ -3,6 +3,7 @@
 CPU, small configuration, minutes:   python -m studio.neural.train --data data/a2m --config small --minutes 5
 Device machine, full configuration:  python -m studio.neural.train --config full --minutes 5.5 --batch 128 --device cuda
 Writes ``audio2motion.pt`` (fp16 state dict + config), ``train_log.jsonl`` and ``train_metrics.json`` to ``--out``.
+Average of fine-tunes:               python -m studio.neural.train --average A.pt B.pt ... --out DIR
 
 Each step: random crops of 150 frames (6 s, longer than the 75-token window so the summary token is trained).
 Two passes per batch against exposure bias: (1) teacher forcing with noisy previous coefficients, (2) the previous
@@ -322,6 +323,25 @@ def read_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     return ModelConfig(**ck["config"]), {k: v.float() for k, v in ck["state_dict"].items()}
 
 
+def average_weights(paths: list[Path], path: Path) -> dict:
+    """The uniform average of weights files that share one configuration (a "model soup": fine-tunes of one start
+    lie in one basin, and their average is usually steadier than any one of them), saved to ``path``."""
+    if not paths:
+        raise ValueError("no weights to average")
+    cks = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
+    if any(c["config"] != cks[0]["config"] for c in cks[1:]):
+        raise ValueError("these weights do not share one configuration: " + ", ".join(map(str, paths)))
+    keys = cks[0]["state_dict"].keys()
+    state = {k: sum(c["state_dict"][k].float() for c in cks) / len(cks) for k in keys}
+    info = {"average_of": [str(p) for p in paths],
+            "ingredients": [c.get("metrics", {}).get("val_held_out_voices") for c in cks]}
+    model = Audio2Motion(ModelConfig(**cks[0]["config"]))
+    model.load_state_dict(state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_weights(model, path, {"metrics": info})
+    return info
+
+
 def load_weights(path: Path, device: str = "cpu") -> Audio2Motion:
     cfg, state = read_weights(path)
     model = Audio2Motion(replace(cfg, dropout=0.0))
@@ -481,8 +501,14 @@ def main(argv: list[str] | None = None) -> int:
                    "12-35 dB below their speech (0 = off)")
     p.add_argument("--aligned-only", action="store_true",
                    help="train and validate only on clips whose targets come from forced alignment")
+    p.add_argument("--average", type=Path, nargs="+", metavar="WEIGHTS",
+                   help="no training: write the uniform average of these weights files to --out/audio2motion.pt "
+                   "(score it on the held-out voices with --init OUT/audio2motion.pt --minutes 0)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.average:
+        print(json.dumps(average_weights(args.average, args.out / "audio2motion.pt"), indent=1))
+        return 0
     batch = args.batch or (16 if args.config == "small" else 64)
     m = train(args.data, args.out, args.config, args.minutes, args.device, batch, args.lr, args.seed,
               args.augment, args.pbm_weight, args.dropout, args.keep_best, args.weight_decay,

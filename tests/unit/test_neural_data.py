@@ -225,3 +225,28 @@ def test_prefetched_batches_are_the_batches_in_order_and_errors_reach_the_traine
             feed.next()
     finally:
         feed.close()
+
+
+def test_average_of_weights_is_their_mean_and_needs_one_configuration(tmp_path) -> None:
+    import torch
+
+    from studio.neural.model import Audio2Motion
+    from studio.neural.train import CONFIGS, average_weights, read_weights, save_weights
+
+    paths = []
+    for seed in (1, 2, 3):
+        torch.manual_seed(seed)
+        paths.append(tmp_path / f"w{seed}.pt")
+        save_weights(Audio2Motion(CONFIGS["small"]), paths[-1], {})
+    info = average_weights(paths, tmp_path / "soup" / "audio2motion.pt")
+    assert info["average_of"] == [str(p) for p in paths]
+    cfg, got = read_weights(tmp_path / "soup" / "audio2motion.pt")
+    assert cfg == CONFIGS["small"]
+    states = [read_weights(p)[1] for p in paths]
+    for k, v in got.items():
+        want = sum(s[k] for s in states) / 3
+        assert torch.allclose(v, want, atol=2e-3, rtol=1e-3), k  # saved as fp16
+    assert any(not torch.allclose(got[k], states[0][k]) for k in got)  # not just the first one
+    save_weights(Audio2Motion(CONFIGS["medium"]), tmp_path / "other.pt", {})
+    with pytest.raises(ValueError, match="one configuration"):
+        average_weights([paths[0], tmp_path / "other.pt"], tmp_path / "bad.pt")
