@@ -56,3 +56,14 @@ def test_render_audio_of_human_speech_meets_lipsync_targets(tmp_path: Path, engi
     assert report.best_corr is not None and report.best_corr >= 0.5
     assert report.best_lag_frames is not None and abs(report.best_lag_frames) <= 2
     assert report.phones.pbm_over_open is not None and report.phones.pbm_over_open < 0.35
+
+
+def test_cache_precision_bench_measures_the_model_not_the_vad_gate() -> None:
+    """``bench int8`` feeds synthetic audio that Silero calls silence; with the gate on every frame would be the rest
+    pose and INT8, FP16 and FP32 would agree exactly. The bench must compare the model's own outputs."""
+    from studio.neural.bench import bench_int8_vs_fp16
+
+    r = bench_int8_vs_fp16(MODEL_DIR / "audio2motion.pt", seconds=4.0, human=False)
+    assert r["int8_vs_fp32"]["max_abs"] > 0.0
+    assert r["fp16_vs_fp32"]["max_abs"] < r["int8_vs_fp32"]["max_abs"]
+    assert r["int8_vs_fp16"]["viseme_agreement"] > 0.9
