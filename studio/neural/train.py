@@ -384,7 +384,7 @@ def train(
     budget_s = minutes * 60
     step = 0
     info = {"config": config if init is None else f"init {init.name}", "model": cfg.to_dict(), "params": n_params,
-            "device": device, "batch": batch,
+            "device": device, "batch": batch, "seed": seed,
             "train_clips": len(tr.clips), "train_frames": int(tr.frames.sum()), "val_clips": len(va.clips),
             "val_frames": int(va.frames.sum()), "augment": augment.value, "pbm_weight": pbm_weight,
             "keep_best": keep_best, "weight_decay": weight_decay, "lr": lr, "select": select, "ema": ema,
