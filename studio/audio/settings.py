@@ -60,8 +60,8 @@ class AudioEngine(Enum):
     POCKETSPHINX = "pocketsphinx"  # phone recognition + coarticulation
 
 
-# The default for live and recorded audio input: the engine that measured better on human speech
-# (resources/models/audio2motion/metrics.json, human_speech_eval).
+# The default for live and recorded audio input: pocketsphinx until the neural engine beats it on human speech on both
+# viseme accuracy and p/b/m lip closure (resources/models/audio2motion/metrics.json, human_speech_eval; issue 5).
 DEFAULT_AUDIO_ENGINE = AudioEngine.POCKETSPHINX
 
 

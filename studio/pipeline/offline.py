@@ -44,8 +44,8 @@ class RenderRequest:
     device: str = "auto"
     timings_path: Path | None = None  # optional JSON with the phone and word timings of the speech
     seed: int = 0
-    # What turns --audio into mouth motion: the engine that measured better on human speech
-    # (resources/models/audio2motion/metrics.json); the other stays selectable.
+    # What turns --audio into mouth motion: studio.audio.settings.DEFAULT_AUDIO_ENGINE (why: its comment); the other
+    # stays selectable.
     audio_engine: str = DEFAULT_AUDIO_ENGINE.value
 
 

@@ -85,8 +85,8 @@ class RuntimeSettings:
     # 0.995 against the plain renderer at 384 px, results/cpu); the HUD shows the saving measured live. 4 = plain only.
     field_divisor: int = 8
     record_queue_frames: int = 100  # recorder backlog before frames are dropped (and repeated in the file)
-    # What turns the microphone's voice into mouth motion; the default is the engine that measured better on human
-    # speech (studio.audio.settings.DEFAULT_AUDIO_ENGINE); the other stays selectable in the Microphone panel.
+    # What turns the microphone's voice into mouth motion; the default is studio.audio.settings.DEFAULT_AUDIO_ENGINE
+    # (why: its comment); the other stays selectable in the Microphone panel.
     audio_engine: AudioEngine = DEFAULT_AUDIO_ENGINE
     default_voice: str = "piper:joe"
     warm_up_voice: bool = True  # speak one word at start-up so that loading the voice model never stalls a show

@@ -169,9 +169,10 @@ class MainWindow(QMainWindow):
         self.engine_combo.addItem("Mouth from: phone recognizer (pocketsphinx)", AudioEngine.POCKETSPHINX.value)
         self.engine_combo.addItem("Mouth from: neural model (audio2motion)", AudioEngine.NEURAL.value)
         self.engine_combo.setToolTip(
-            "What turns the voice at the microphone into mouth shapes. The default is the engine that measured "
-            "better on human speech (resources/models/audio2motion/metrics.json). The neural model needs about "
-            "0.1 s of audio after a frame, so it shows the mouth later than the phone recognizer.")
+            "What turns the voice at the microphone into mouth shapes. The default is the phone recognizer: on "
+            "human speech the neural model closes the lips on p/b/m more often but gets slightly fewer visemes right "
+            "(resources/models/audio2motion/metrics.json). The neural model needs about 0.1 s of audio after a "
+            "frame, so it shows the mouth later than the phone recognizer.")
         saved_engine = self.settings.value("audio/engine", DEFAULT_AUDIO_ENGINE.value)
         idx = self.engine_combo.findData(saved_engine)
         self.engine_combo.setCurrentIndex(idx if idx >= 0 else self.engine_combo.findData(DEFAULT_AUDIO_ENGINE.value))
