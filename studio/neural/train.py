@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from studio.errors import ModelLoadError
 from studio.neural.data import MEL_FRONT_PAD, dequantize_mel
 from studio.neural.model import Audio2Motion, ModelConfig
 
@@ -327,10 +328,10 @@ def average_weights(paths: list[Path], path: Path) -> dict:
     """The uniform average of weights files that share one configuration (a "model soup": fine-tunes of one start
     lie in one basin, and their average is usually steadier than any one of them), saved to ``path``."""
     if not paths:
-        raise ValueError("no weights to average")
+        raise ModelLoadError("no weights to average")
     cks = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
     if any(c["config"] != cks[0]["config"] for c in cks[1:]):
-        raise ValueError("these weights do not share one configuration: " + ", ".join(map(str, paths)))
+        raise ModelLoadError("these weights do not share one configuration: " + ", ".join(map(str, paths)))
     keys = cks[0]["state_dict"].keys()
     state = {k: sum(c["state_dict"][k].float() for c in cks) / len(cks) for k in keys}
     info = {"average_of": [str(p) for p in paths],

@@ -230,6 +230,7 @@ def test_prefetched_batches_are_the_batches_in_order_and_errors_reach_the_traine
 def test_average_of_weights_is_their_mean_and_needs_one_configuration(tmp_path) -> None:
     import torch
 
+    from studio.errors import ModelLoadError
     from studio.neural.model import Audio2Motion
     from studio.neural.train import CONFIGS, average_weights, read_weights, save_weights
 
@@ -248,5 +249,5 @@ def test_average_of_weights_is_their_mean_and_needs_one_configuration(tmp_path) 
         assert torch.allclose(v, want, atol=2e-3, rtol=1e-3), k  # saved as fp16
     assert any(not torch.allclose(got[k], states[0][k]) for k in got)  # not just the first one
     save_weights(Audio2Motion(CONFIGS["medium"]), tmp_path / "other.pt", {})
-    with pytest.raises(ValueError, match="one configuration"):
+    with pytest.raises(ModelLoadError, match="one configuration"):
         average_weights([paths[0], tmp_path / "other.pt"], tmp_path / "bad.pt")
