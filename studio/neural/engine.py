@@ -34,6 +34,7 @@ from studio.errors import ModelLoadError
 from studio.neural.kvcache import CacheDType
 from studio.neural.model import ENC_RECEPTIVE_FIELD, LOOKAHEAD_MS, Audio2Motion, StepGraph
 from studio.neural.settings import Backend, NeuralSettings
+from studio.presenter.coeffs import MOUTH_COEFFS, Coeff
 from studio.speech.visemes import Viseme
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ _SILENT_MEL = float(np.log(1e-5))
 _GATE_SIEVE = SieveSettings(rms_gate_dbfs=float("-inf"), hangover_ms=0.0)  # Silero alone: any input level
 _VAD_FRAME = _GATE_SIEVE.frame_samples  # 512: Silero's frame at 16 kHz (32 ms)
 _SIL = int(Viseme.SIL)
+_PBM = int(Viseme.PBM)
+_PART = list(MOUTH_COEFFS).index(Coeff.LIP_PART)  # column in the engine's mouth coefficients
 # a frame's output depends on audio up to this many samples after its start (1520: its centre + the look-ahead)
 FRAME_REACH = SAMPLES_PER_FRAME // 2 + int(round(LOOKAHEAD_MS / 1000 * SAMPLE_RATE_HZ))
 
@@ -225,6 +228,7 @@ class MotionSession:
         self._vad_said: list[bool] = []
         self._vad_base = 0
         self.frames_gated = 0  # frames the VAD gate put to rest
+        self._close_pbm = engine.settings.pbm_closure
         self.last_probs = np.zeros((0, 16), np.float32)  # viseme probabilities of the frames the last call returned
 
     @property
@@ -270,7 +274,11 @@ class MotionSession:
             else:
                 self._prev = np.asarray(y, np.float32).reshape(-1)
                 vis.append(int(np.argmax(lg)))
-            mouth.append(self._prev)
+            if self._close_pbm and vis[-1] == _PBM:
+                mouth.append(self._prev.copy())
+                mouth[-1][_PART] = 0.0  # lips together; the model still goes on from its own coefficients
+            else:
+                mouth.append(self._prev)
             e = np.exp(lg - lg.max())
             probs.append(e / e.sum())
             self._frames_out += 1

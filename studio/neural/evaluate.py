@@ -8,7 +8,7 @@ eval_transcripts.json``) -> viseme per 25 fps frame. Engines:
   ``--no-vad-gate``).
 Metrics per engine, over all clips' frames: viseme accuracy (all frames; speech frames only), lip closure on p/b/m
 (share of reference p/b/m frames with LIP_PART < 0.15, i.e. lips together), mean LIP_PART on p/b/m over that on open
-vowels.   ``python -m studio.neural.evaluate [--weights W] [--no-vad-gate] [--json FILE]``
+vowels.   ``python -m studio.neural.evaluate [--weights W] [--no-vad-gate] [--[no-]pbm-closure] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def frame_classes(phones: list[PhonemeTiming], n: int) -> np.ndarray:
 
 
 def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = None, dump: Path | None = None,
-             vad_gate: bool = True) -> dict:
+             vad_gate: bool = True, pbm_closure: bool | None = None) -> dict:
     from studio.audio.recognizer import recognize_file_phones
     from studio.neural.data import MOUTH_IDX, frame_visemes
     from studio.neural.engine import NeuralMotionEngine
@@ -106,6 +106,8 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
     from studio.neural.settings import NeuralSettings
 
     settings = NeuralSettings(vad_gate=vad_gate)
+    if pbm_closure is not None:
+        settings = replace(settings, pbm_closure=pbm_closure)
     eng = NeuralMotionEngine(replace(settings, weights_path=weights) if weights else settings)
     acc: dict[str, dict[str, list]] = {e: {"vis": [], "part": []} for e in ("pocketsphinx", "neural")}
     refs, classes, per_clip = [], [], {}
@@ -144,7 +146,7 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
     speech = ref_all != int(Viseme.SIL)
     pbm = ref_all == int(Viseme.PBM)
     open_ = cls_all == int(PhoneClass.OPEN)
-    res: dict = {"neural_vad_gate": vad_gate, "clips": [c[0] for c in clips], "frames": int(len(ref_all)),
+    res: dict = {"neural_vad_gate": vad_gate, "neural_pbm_closure": settings.pbm_closure, "clips": [c[0] for c in clips], "frames": int(len(ref_all)),
                  "speech_frames": int(speech.sum()), "pbm_frames": int(pbm.sum()),
                  "open_vowel_frames": int(open_.sum()), "per_clip": per_clip}
     for e, d in acc.items():
@@ -196,9 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--weights", type=Path, help="default: the shipped weights")
     p.add_argument("--dump", type=Path, help="also save the scored frames (reference, both engines) as .npz")
     p.add_argument("--no-vad-gate", action="store_true", help="the neural engine without its VAD gate")
+    p.add_argument("--pbm-closure", action=argparse.BooleanOptionalAction, default=None,
+                   help="close the lips where the viseme head says p/b/m (default: the engine's setting)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    r = evaluate(load_clips(), args.weights, args.dump, vad_gate=not args.no_vad_gate)
+    r = evaluate(load_clips(), args.weights, args.dump, vad_gate=not args.no_vad_gate, pbm_closure=args.pbm_closure)
     text = json.dumps(r, indent=1)
     print(text)
     if args.json:

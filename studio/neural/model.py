@@ -14,7 +14,7 @@ Time bases: log-mel at 100 frames/s (``studio.audio.features``), motion at 25 fr
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -163,10 +163,7 @@ class MotionTransformer(nn.Module):
 
     def tokens(self, enc: torch.Tensor, n_tokens: int) -> torch.Tensor:
         """enc B x (4N + 4) x C -> B x N x (8C): the encoder frames each token sees."""
-        m, la = self.cfg.mel_per_frame, self.cfg.lookahead_mel
-        b, _, c = enc.shape
-        parts = [enc[:, j : j + m * n_tokens : m] for j in range(m + la)]  # each B x N x C (frame 4t + j)
-        return torch.stack(parts, dim=2).reshape(b, n_tokens, (m + la) * c)
+        return _tokens(enc, n_tokens, self.cfg.mel_per_frame, self.cfg.lookahead_mel)
 
     def forward(self, feats: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """feats B x N x 8C, prev B x N x 5 (coefficients of frame t-1) -> (B x N x 5 in 0..1, B x N x 16)."""
@@ -178,15 +175,32 @@ class MotionTransformer(nn.Module):
 
     def step(self, feat: torch.Tensor, prev: torch.Tensor, st: KVState) -> tuple[torch.Tensor, torch.Tensor, KVState]:
         """feat (8C,), prev (5,) -> (coeffs (5,), logits (16,), new state)."""
+        y, logits, outs = self.step_layers(feat, prev, st, 0)
+        return y, logits, _state_of(outs)
+
+    def step_layers(self, feat: torch.Tensor, prev: torch.Tensor, st: KVState,
+                    first_layer: int) -> tuple[torch.Tensor, torch.Tensor, list[tuple]]:
+        """``step`` on cache layers ``first_layer`` .. ``first_layer + n_layers - 1`` of ``st``; returns each layer's
+        new cache tensors instead of a state (an ensemble stacks its members' layers in one cache)."""
         x = self.inp(feat) + self.prev(prev)
         full = (st.n_valid >= float(self.cfg.window)).to(torch.float32)  # (1,)
         outs = []
         for i, blk in enumerate(self.blocks):
-            x, o = blk.step(x, i, st, full)
+            x, o = blk.step(x, first_layer + i, st, full)
             outs.append(o)
-        new = KVState(*[torch.stack([o[j] for o in outs]) for j in range(6)], outs[0][6], outs[0][7])
         x = self.ln(x)
-        return torch.sigmoid(self.head(x)), self.vis_head(x), new
+        return torch.sigmoid(self.head(x)), self.vis_head(x), outs
+
+
+def _tokens(enc: torch.Tensor, n_tokens: int, m: int, la: int) -> torch.Tensor:
+    b, _, c = enc.shape
+    parts = [enc[:, j : j + m * n_tokens : m] for j in range(m + la)]  # each B x N x C (frame 4t + j)
+    return torch.stack(parts, dim=2).reshape(b, n_tokens, (m + la) * c)
+
+
+def _state_of(outs: list[tuple]) -> KVState:
+    """Per-layer new cache tensors (``_Block.step``'s second output) -> one state; count and n_valid are shared."""
+    return KVState(*[torch.stack([o[j] for o in outs]) for j in range(6)], outs[0][6], outs[0][7])
 
 
 class Audio2Motion(nn.Module):
@@ -208,6 +222,69 @@ class Audio2Motion(nn.Module):
     def empty_state(self, dtype: CacheDType = CacheDType.INT8, device: str | torch.device = "cpu") -> KVState:
         c = self.cfg
         return KVState.empty(c.n_layers, c.window, c.d_model, dtype, device)
+
+
+class _EnsembleEncoder(nn.Module):
+    def __init__(self, encoders: list[AudioEncoder]) -> None:
+        super().__init__()
+        self.encoders = nn.ModuleList(encoders)
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:  # B x T x n_mels -> B x T x (K C), member k at [kC, (k+1)C)
+        return torch.cat([e(mel) for e in self.encoders], dim=-1)
+
+
+class _EnsembleMotion(nn.Module):
+    """K motion transformers as one: features B x N x 8 (K C) (each encoder frame holds the K members' channels),
+    one stacked cache (member k on layers kL .. kL + L - 1). Every member gets the same previous frame; out come the
+    mean coefficients and the mean log-probabilities of the visemes (logits of the normalized geometric mean)."""
+
+    def __init__(self, members: list[MotionTransformer], cfg: ModelConfig) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.cfg = cfg  # the stacked shapes
+        self._split = (cfg.mel_per_token, len(members), members[0].cfg.enc_channels)
+
+    def tokens(self, enc: torch.Tensor, n_tokens: int) -> torch.Tensor:
+        return _tokens(enc, n_tokens, self.cfg.mel_per_frame, self.cfg.lookahead_mel)
+
+    def forward(self, feats: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t, k, c = self._split
+        f = feats.reshape(*feats.shape[:-1], t, k, c)
+        outs = [m(f[..., i, :].reshape(*feats.shape[:-1], t * c), prev) for i, m in enumerate(self.members)]
+        return (torch.stack([y for y, _ in outs]).mean(0),
+                torch.stack([torch.log_softmax(lg, -1) for _, lg in outs]).mean(0))
+
+    def step(self, feat: torch.Tensor, prev: torch.Tensor, st: KVState) -> tuple[torch.Tensor, torch.Tensor, KVState]:
+        t, k, c = self._split
+        f = feat.reshape(t, k, c)
+        ys, lps, outs = [], [], []
+        for i, m in enumerate(self.members):
+            y, lg, o = m.step_layers(f[:, i].reshape(-1), prev, st, i * m.cfg.n_layers)
+            ys.append(y)
+            lps.append(torch.log_softmax(lg, -1))
+            outs += o
+        return torch.stack(ys).mean(0), torch.stack(lps).mean(0), _state_of(outs)
+
+
+class Audio2MotionEnsemble(Audio2Motion):
+    """Independently trained models of one configuration, run as one model (same interface as ``Audio2Motion``): the
+    members share the audio front end; each runs its own encoder and motion transformer on its own part of one KV
+    cache; the mean coefficients are the output and every member's previous frame. ``cfg`` holds the stacked shapes
+    (``enc_channels`` K C, ``n_layers`` K L) that the streaming session, the exported graphs and the benches see;
+    ``member_cfg`` the members' own. Inference only (members are trained one by one)."""
+
+    def __init__(self, members: list[Audio2Motion]) -> None:
+        nn.Module.__init__(self)
+        if not members or any(m.cfg != members[0].cfg for m in members[1:]):
+            raise ValueError("ensemble members must share one configuration")
+        self.member_cfg = c = members[0].cfg
+        self.cfg = replace(c, enc_channels=len(members) * c.enc_channels, n_layers=len(members) * c.n_layers)
+        self.encoder = _EnsembleEncoder([m.encoder for m in members])
+        self.motion = _EnsembleMotion([m.motion for m in members], self.cfg)
+
+    @property
+    def n_members(self) -> int:
+        return len(self.motion.members)
 
 
 class StepGraph(nn.Module):

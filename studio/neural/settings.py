@@ -33,3 +33,7 @@ class NeuralSettings:
         default=True,
         metadata={"label": "Rest the mouth where Silero VAD hears no speech (within the frame and its look-ahead)"},
     )
+    pbm_closure: bool = field(
+        default=False,
+        metadata={"label": "Close the lips on frames the viseme head calls p/b/m"},
+    )

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from studio.errors import ModelLoadError
 from studio.neural.data import MEL_FRONT_PAD, dequantize_mel
-from studio.neural.model import Audio2Motion, ModelConfig
+from studio.neural.model import Audio2Motion, Audio2MotionEnsemble, ModelConfig
 
 log = logging.getLogger(__name__)
 
@@ -321,6 +321,8 @@ def save_weights(model: Audio2Motion, path: Path, extra: dict) -> None:
 def read_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     """The configuration (as trained, dropout included) and the float32 state dict of a weights file."""
     ck = torch.load(path, map_location="cpu", weights_only=True)
+    if "ensemble" in ck:
+        raise ModelLoadError(f"{path} is an ensemble of {len(ck['ensemble'])} models: train or average its members")
     return ModelConfig(**ck["config"]), {k: v.float() for k, v in ck["state_dict"].items()}
 
 
@@ -343,10 +345,38 @@ def average_weights(paths: list[Path], path: Path) -> dict:
     return info
 
 
+def ensemble_weights(paths: list[Path], path: Path) -> dict:
+    """Weights files of one configuration (independently trained) saved together as one ensemble file (``path``),
+    which ``load_weights`` turns into an ``Audio2MotionEnsemble``."""
+    if len(paths) < 2:
+        raise ModelLoadError("an ensemble needs two weights files or more")
+    cks = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
+    if any("ensemble" in c for c in cks):
+        raise ModelLoadError("an ensemble cannot be a member of another")
+    if any(c["config"] != cks[0]["config"] for c in cks[1:]):
+        raise ModelLoadError("these weights do not share one configuration: " + ", ".join(map(str, paths)))
+    info = {"ensemble_of": [str(p) for p in paths],
+            "members": [c.get("metrics", {}).get("val_held_out_voices") for c in cks]}
+    members = [{"config": c["config"], "state_dict": {k: v.to(torch.float16) for k, v in c["state_dict"].items()}}
+               for c in cks]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"ensemble": members, "metrics": info}, path)
+    return info
+
+
+def _model_of(config: dict, state: dict[str, torch.Tensor]) -> Audio2Motion:
+    model = Audio2Motion(replace(ModelConfig(**config), dropout=0.0))
+    model.load_state_dict({k: v.float() for k, v in state.items()})
+    return model
+
+
 def load_weights(path: Path, device: str = "cpu") -> Audio2Motion:
-    cfg, state = read_weights(path)
-    model = Audio2Motion(replace(cfg, dropout=0.0))
-    model.load_state_dict(state)
+    """A weights file -> the model for inference (an ``Audio2MotionEnsemble`` for an ensemble file)."""
+    ck = torch.load(path, map_location="cpu", weights_only=True)
+    if "ensemble" in ck:
+        model: Audio2Motion = Audio2MotionEnsemble([_model_of(m["config"], m["state_dict"]) for m in ck["ensemble"]])
+    else:
+        model = _model_of(ck["config"], ck["state_dict"])
     return model.to(device).eval()
 
 
@@ -505,10 +535,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--average", type=Path, nargs="+", metavar="WEIGHTS",
                    help="no training: write the uniform average of these weights files to --out/audio2motion.pt "
                    "(score it on the held-out voices with --init OUT/audio2motion.pt --minutes 0)")
+    p.add_argument("--ensemble", type=Path, nargs="+", metavar="WEIGHTS",
+                   help="no training: write these weights files as one ensemble to --out/audio2motion.pt")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    if args.average:
-        print(json.dumps(average_weights(args.average, args.out / "audio2motion.pt"), indent=1))
+    if args.average or args.ensemble:
+        make = average_weights if args.average else ensemble_weights
+        print(json.dumps(make(args.average or args.ensemble, args.out / "audio2motion.pt"), indent=1))
         return 0
     batch = args.batch or (16 if args.config == "small" else 64)
     m = train(args.data, args.out, args.config, args.minutes, args.device, batch, args.lr, args.seed,

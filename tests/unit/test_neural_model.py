@@ -114,3 +114,111 @@ def test_sieves_sharing_one_silero_model_decide_like_separate_ones() -> None:
     first.process(audio[:5000])  # another stream on the shared model in between keeps its own state
     db = [b.process(audio[i:i + 512]) for i in range(0, len(audio) - 511, 512)]
     assert da == db and any(da) and not all(da)
+
+
+def _tiny_seed(seed: int) -> Audio2Motion:
+    torch.manual_seed(seed)
+    return Audio2Motion(ModelConfig(enc_channels=16, d_model=32, n_layers=2, n_heads=2, window=8, dropout=0.0)).eval()
+
+
+def test_ensemble_step_is_the_mean_of_its_members_on_one_stacked_cache() -> None:
+    """Members get the same previous frame; out come their mean coefficients and mean log-probabilities, and each
+    member's part of the stacked cache is what it would hold alone."""
+    from studio.neural.kvcache import CacheDType
+    from studio.neural.model import Audio2MotionEnsemble, StepGraph
+
+    members = [_tiny_seed(1), _tiny_seed(2), _tiny_seed(3)]
+    ens = Audio2MotionEnsemble(members).eval()
+    assert ens.n_members == 3 and ens.cfg.n_layers == 6 and ens.cfg.enc_channels == 48
+    mel = torch.randn(1, 4 * 12 + 4, 40) - 5
+    g, gm = StepGraph(ens), [StepGraph(m) for m in members]
+    st = ens.empty_state(CacheDType.INT8).tensors()
+    sts = [m.empty_state(CacheDType.INT8).tensors() for m in members]
+    enc = ens.encoder(mel)[0]  # T x 48
+    encs = [m.encoder(mel)[0] for m in members]
+    assert torch.allclose(enc, torch.cat(encs, -1))
+    prev = torch.zeros(5)
+    with torch.no_grad():
+        for t in range(12):  # past the window of 8: eviction into the summary too
+            sl = slice(4 * t, 4 * t + 8)
+            out = g(enc[sl], prev, *st)
+            outs = [gm[i](encs[i][sl], prev, *sts[i]) for i in range(3)]
+            assert torch.allclose(out[0], torch.stack([o[0] for o in outs]).mean(0), atol=1e-6)
+            lp = torch.stack([torch.log_softmax(o[1], -1) for o in outs]).mean(0)
+            assert torch.allclose(out[1], lp, atol=1e-5)
+            st, sts = out[2:], [o[2:] for o in outs]
+            for j in range(6):  # per-layer tensors: member i on layers 2i, 2i + 1
+                assert torch.equal(st[j], torch.cat([s[j] for s in sts]))
+            prev = out[0]
+    y, logits = ens(mel, torch.rand(1, 12, 5))  # the parallel form (bench baseline) averages the same way
+    assert y.shape == (1, 12, 5) and logits.shape == (1, 12, 16)
+
+
+def test_ensemble_weights_file_round_trip_and_errors(tmp_path: Path) -> None:
+    from studio.errors import ModelLoadError
+    from studio.neural.model import Audio2MotionEnsemble
+    from studio.neural.train import CONFIGS, ensemble_weights, load_weights, read_weights, save_weights
+
+    paths = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        paths.append(tmp_path / f"w{seed}.pt")
+        save_weights(Audio2Motion(CONFIGS["small"]), paths[-1], {})
+    info = ensemble_weights(paths, tmp_path / "ens" / "audio2motion.pt")
+    assert info["ensemble_of"] == [str(p) for p in paths]
+    ens = load_weights(tmp_path / "ens" / "audio2motion.pt")
+    assert isinstance(ens, Audio2MotionEnsemble) and ens.n_members == 2
+    for i, p in enumerate(paths):
+        want = load_weights(p).state_dict()
+        got = {**{f"motion.{k}": v for k, v in ens.motion.members[i].state_dict().items()},
+               **{f"encoder.{k}": v for k, v in ens.encoder.encoders[i].state_dict().items()}}
+        assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    with pytest.raises(ModelLoadError, match="ensemble"):
+        read_weights(tmp_path / "ens" / "audio2motion.pt")  # not a starting point for training
+    with pytest.raises(ModelLoadError, match="another"):
+        ensemble_weights([paths[0], tmp_path / "ens" / "audio2motion.pt"], tmp_path / "bad.pt")
+    save_weights(Audio2Motion(CONFIGS["medium"]), tmp_path / "other.pt", {})
+    with pytest.raises(ModelLoadError, match="one configuration"):
+        ensemble_weights([paths[0], tmp_path / "other.pt"], tmp_path / "bad.pt")
+    with pytest.raises(ModelLoadError, match="two"):
+        ensemble_weights(paths[:1], tmp_path / "bad.pt")
+
+
+def test_engine_streams_an_ensemble_through_torch_and_onnx_alike(tmp_path: Path) -> None:
+    from studio.neural.export import export
+    from studio.neural.model import Audio2MotionEnsemble
+
+    ens = Audio2MotionEnsemble([_tiny_seed(1), _tiny_seed(2)]).eval()
+    a = NeuralMotionEngine(NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0, vad_gate=False), model=ens)
+    export(ens, tmp_path)
+    b = NeuralMotionEngine(NeuralSettings(backend=Backend.ONNX, onnx_dir=tmp_path, fingerprint_capacity=0,
+                                          vad_gate=False), model=ens)
+    audio = (0.1 * np.random.default_rng(5).standard_normal(16000)).astype(np.float32)
+    x, y = a.motion(audio), b.motion(audio)
+    assert x.mouth.shape == (25, 5) and np.abs(x.mouth - y.mouth).max() < 0.02
+    assert (x.visemes == y.visemes).mean() > 0.9
+    one = NeuralMotionEngine(NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0), model=_tiny_seed(1))
+    assert a.session().cache_nbytes() == 2 * one.session().cache_nbytes() - 8  # count and n_valid are shared
+
+
+def test_pbm_closure_closes_the_lips_on_pbm_frames_only_and_leaves_the_model_alone() -> None:
+    """Frames the viseme head calls p/b/m come out with LIP_PART 0; everything else (the other coefficients, the
+    visemes, and so the model's own feedback) is what the engine gives without it."""
+    from dataclasses import replace
+
+    from studio.speech.visemes import Viseme
+
+    m, k = _tiny(), int(Viseme.PBM)
+    base = NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0, vad_gate=False, pbm_closure=False)
+    audio = (0.1 * np.random.default_rng(8).standard_normal(16000 * 2)).astype(np.float32)
+    lp = np.log(NeuralMotionEngine(base, model=m).motion(audio).viseme_probs)
+    with torch.no_grad():  # p/b/m's logit raised by the median gap to the best class: it wins on about half the frames
+        m.motion.vis_head.bias[k] += float(np.median(np.delete(lp, k, axis=1).max(1) - lp[:, k]))
+    off = NeuralMotionEngine(base, model=m).motion(audio)
+    on = NeuralMotionEngine(replace(base, pbm_closure=True), model=m).motion(audio)
+    pbm = off.visemes == int(Viseme.PBM)
+    assert 0 < pbm.sum() < len(pbm)
+    assert np.array_equal(on.visemes, off.visemes)
+    assert np.all(on.mouth[pbm, 1] == 0.0) and np.all(off.mouth[pbm, 1] > 0.0)
+    assert np.array_equal(on.mouth[~pbm], off.mouth[~pbm])
+    assert np.array_equal(np.delete(on.mouth, 1, axis=1), np.delete(off.mouth, 1, axis=1))
