@@ -14,6 +14,11 @@ that Silero calls speech comes out as silence (viseme SIL, mouth at rest), and t
 back as its previous frame. Why: on the human clips most silence frames the model calls speech sit right after a
 phrase ends, where Silero (trained on real voices) already hears silence. It uses only audio the frame's output may
 depend on anyway (up to 75 ms after its centre), so it adds no latency.
+
+p/b/m closure (``NeuralSettings.pbm_closure``, on by default): a frame whose viseme is p/b/m comes out with the lips
+together (LIP_PART 0); the model is still fed back its own coefficients, so the visemes do not change. Why: the
+shipped weights are an ensemble (``Audio2MotionEnsemble``), whose mean mouth seldom closes fully unless every member
+does, while its visemes are the more accurate signal (metrics.json, experiments_session8).
 """
 
 from __future__ import annotations

@@ -146,9 +146,9 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
     speech = ref_all != int(Viseme.SIL)
     pbm = ref_all == int(Viseme.PBM)
     open_ = cls_all == int(PhoneClass.OPEN)
-    res: dict = {"neural_vad_gate": vad_gate, "neural_pbm_closure": settings.pbm_closure, "clips": [c[0] for c in clips], "frames": int(len(ref_all)),
-                 "speech_frames": int(speech.sum()), "pbm_frames": int(pbm.sum()),
-                 "open_vowel_frames": int(open_.sum()), "per_clip": per_clip}
+    res: dict = {"neural_vad_gate": vad_gate, "neural_pbm_closure": settings.pbm_closure,
+                 "clips": [c[0] for c in clips], "frames": int(len(ref_all)), "speech_frames": int(speech.sum()),
+                 "pbm_frames": int(pbm.sum()), "open_vowel_frames": int(open_.sum()), "per_clip": per_clip}
     for e, d in acc.items():
         vis, part = np.concatenate(d["vis"]), np.concatenate(d["part"])
         res[e] = {

@@ -10,6 +10,7 @@ Time bases: log-mel at 100 frames/s (``studio.audio.features``), motion at 25 fr
   values that left the window), with a learned bias per head and window offset. Outputs: the 5 mouth coefficients
   (sigmoid, 0..1) and 16 viseme logits.
 ``forward`` runs a whole sequence in parallel (training); ``step`` runs one frame against a ``KVState`` (streaming).
+``Audio2MotionEnsemble`` runs independently trained models of one configuration as one model (same interface).
 """
 
 from __future__ import annotations

@@ -34,6 +34,6 @@ class NeuralSettings:
         metadata={"label": "Rest the mouth where Silero VAD hears no speech (within the frame and its look-ahead)"},
     )
     pbm_closure: bool = field(
-        default=False,
+        default=True,
         metadata={"label": "Close the lips on frames the viseme head calls p/b/m"},
     )

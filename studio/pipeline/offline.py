@@ -114,9 +114,9 @@ def load_audio_file(path: Path, target_rate_hz: int = 16000) -> tuple[np.ndarray
     return np.clip(audio, -1.0, 1.0).astype(np.float32), target_rate_hz
 
 
-def _speech_from_audio(path: Path, engine: str = "pocketsphinx") -> tuple[Utterance, "NeuralMotion | None"]:
-    """Audio input: phones from the streaming phone recognizer (``pocketsphinx``, the default), or the neural
-    audio-to-motion engine (``neural``: mouth motion straight from the audio)."""
+def _speech_from_audio(path: Path, engine: str = DEFAULT_AUDIO_ENGINE.value) -> tuple[Utterance, "NeuralMotion | None"]:
+    """Audio input: the neural audio-to-motion engine (``neural``, the default: mouth motion straight from the audio),
+    or phones from the streaming phone recognizer (``pocketsphinx``)."""
     audio, rate = load_audio_file(path)
     if engine == "pocketsphinx":
         from studio.audio.recognizer import recognize_file_phones

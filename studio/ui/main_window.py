@@ -166,13 +166,13 @@ class MainWindow(QMainWindow):
         self.mic_meter = LevelMeter()
         self.mic_status = _label("", "muted")
         self.engine_combo = QComboBox()
-        self.engine_combo.addItem("Mouth from: phone recognizer (pocketsphinx)", AudioEngine.POCKETSPHINX.value)
         self.engine_combo.addItem("Mouth from: neural model (audio2motion)", AudioEngine.NEURAL.value)
+        self.engine_combo.addItem("Mouth from: phone recognizer (pocketsphinx)", AudioEngine.POCKETSPHINX.value)
         self.engine_combo.setToolTip(
-            "What turns the voice at the microphone into mouth shapes. The default is the phone recognizer: on "
-            "human speech the neural model closes the lips on p/b/m more often but gets slightly fewer visemes right "
-            "(resources/models/audio2motion/metrics.json). The neural model needs about 0.1 s of audio after a "
-            "frame, so it shows the mouth later than the phone recognizer.")
+            "What turns the voice at the microphone into mouth shapes. The default is the neural model: on human "
+            "speech it gets more visemes right and closes the lips on p/b/m more often than the phone recognizer "
+            "(resources/models/audio2motion/metrics.json). It needs about 0.1 s of audio after a frame, so it shows "
+            "the mouth later than the phone recognizer: choose that one where the last 0.1 s matters most.")
         saved_engine = self.settings.value("audio/engine", DEFAULT_AUDIO_ENGINE.value)
         idx = self.engine_combo.findData(saved_engine)
         self.engine_combo.setCurrentIndex(idx if idx >= 0 else self.engine_combo.findData(DEFAULT_AUDIO_ENGINE.value))

@@ -51,7 +51,9 @@ def _session(**settings) -> tuple[LiveSession, FakeCapture, FakePresenter]:
 
 
 def test_only_the_newest_due_frame_is_rendered_and_the_rest_are_dropped() -> None:
-    s, cap, pres = _session(stall_ms=60_000.0)
+    from studio.audio.settings import AudioEngine
+
+    s, cap, pres = _session(audio_engine=AudioEngine.POCKETSPHINX, stall_ms=60_000.0)  # the 40 ms default lead
     assert s.step() is None  # no audio yet: nothing is due
     cap.ring.write(np.zeros(RATE // 2, np.float32))  # 0.5 s at once, as after a hiccup
     f = s.step()
