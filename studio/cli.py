@@ -60,6 +60,9 @@ def _build_parser() -> argparse.ArgumentParser:
     lv.add_argument("--input", help="input device name (default: the system default)")
     lv.add_argument("--engine", choices=["neural", "pocketsphinx"], default=DEFAULT_AUDIO_ENGINE.value,
                     help=f"what turns the voice into mouth motion (default: {DEFAULT_AUDIO_ENGINE.value})")
+    lv.add_argument("--motion-thread", action=argparse.BooleanOptionalAction, default=True,
+                    help="neural engine: run the model on its own thread as the audio arrives (default), or inside "
+                         "each frame's step (--no-motion-thread, for comparison)")
     lv.add_argument("--field-divisor", type=int, default=8, choices=[4, 8, 16],
                     help="warp field at size / this: 4 = the plain renderer, 8 = pyramidal (default)")
 

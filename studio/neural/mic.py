@@ -6,12 +6,20 @@ included: its cache and its closed-mouth output in pauses come from it); the sil
 samples ``[start + 640 j, start + 640 (j + 1))``: the live session's frame ``k`` shows it once the model's look-ahead
 of audio after it has arrived (``min_lead_s``). Encoder windows advance one frame at a time here (``stride_mel=4``),
 so a frame waits for its look-ahead and nothing more.
+
+``start_worker()`` runs the model on its own thread as the audio arrives, so that the live clock's ``frame()`` only
+reads what is ready (and finishes what is not): the model's time overlaps the rendering of the previous frame instead
+of adding to it (ONNX Runtime and torch release the GIL while they compute). Without the worker, ``frame()`` does all
+the work itself; the numbers are the same either way (one session, fed in order).
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import threading
+import time
+import weakref
 
 import numpy as np
 
@@ -46,7 +54,30 @@ class NeuralMicMotionSource(SievedMicSource):
         self.engine = engine or default_engine()
         self._processed = self._lost = self._frames = self._missing = 0
         self._delays_ms: collections.deque[float] = collections.deque(maxlen=4096)
+        self._model_ms: collections.deque[float] = collections.deque(maxlen=4096)  # model time per frame made
+        self._lock = threading.RLock()  # the session and the frames: the worker, the clock and the UI's stats
+        self._worker: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.worker_error = ""  # what stopped the worker, if anything (frame() then does the work itself)
         self._restart(ring.total_written)
+
+    def start_worker(self, period_s: float = 0.005) -> None:
+        """Run the model on a thread of its own, every ``period_s`` on the audio that arrived."""
+        if self._worker is not None:
+            return
+        self._stop.clear()
+        # the thread holds the source weakly: a source dropped without stop_worker() ends its thread too
+        self._worker = threading.Thread(target=_work, args=(weakref.ref(self), self._stop, period_s),
+                                        name="neural-mic", daemon=True)
+        self._worker.start()
+
+    def stop_worker(self) -> None:
+        if self._worker is None:
+            return
+        self._stop.set()
+        self._worker.join(timeout=5)
+        self._worker = None
+
 
     def _restart(self, sample: int) -> None:
         self._cursor = self._start = self._model_cursor = int(sample)
@@ -64,12 +95,17 @@ class NeuralMicMotionSource(SievedMicSource):
 
     def skip_to(self, sample: int) -> None:
         """Ignore the audio before ``sample``: a new stream starts there (cache and all)."""
-        if sample > self._cursor:
-            self._restart(min(int(sample), self.ring.total_written))
-            self.sieve.reset()
+        with self._lock:
+            if sample > self._cursor:
+                self._restart(min(int(sample), self.ring.total_written))
+                self.sieve.reset()
 
     def pump(self) -> int:
         """Process the audio that arrived since the last call; returns how many frames the model produced."""
+        with self._lock:
+            return self._pump()
+
+    def _pump(self) -> int:
         n = self._frame_n
         total = self.ring.total_written
         made = 0
@@ -85,7 +121,10 @@ class NeuralMicMotionSource(SievedMicSource):
             self._cursor += n
         audio = self.ring.read(self._model_cursor, total - self._model_cursor) if total > self._model_cursor else None
         if audio is not None:  # the model: every sample as soon as it is there
+            t0 = time.perf_counter()
             mouth, _ = self._session.push(audio)
+            if len(mouth):
+                self._model_ms.extend([(time.perf_counter() - t0) * 1e3 / len(mouth)] * len(mouth))
             self._model_cursor = total
             self._processed += len(audio)
             for m in mouth:
@@ -114,19 +153,37 @@ class NeuralMicMotionSource(SievedMicSource):
 
     def frame(self, t_s: float, idle_t_s: float | None = None) -> np.ndarray:
         """Coefficients (N_COEFFS,) float32 for the frame presented at stream time ``t_s``."""
-        self.pump()
-        speaking = self.speaking_at(t_s)
+        with self._lock:
+            self._pump()
+            speaking = self.speaking_at(t_s)
+            mouth = self.mouth_at(t_s)
         out = np.asarray(self.idle.frame(t_s if idle_t_s is None else idle_t_s, speaking=speaking), np.float32).copy()
-        mouth = self.mouth_at(t_s)
         out[_MOUTH_IDX] = 0.0 if mouth is None else np.clip(mouth, 0.0, 1.0)
         return out
 
     def stats(self) -> MicMotionStats:
-        d = np.asarray(self._delays_ms) if self._delays_ms else np.array([np.nan])
+        with self._lock:
+            d = np.asarray(self._delays_ms) if self._delays_ms else np.array([np.nan])
+            mm = np.asarray(self._model_ms) if self._model_ms else np.array([np.nan])
         rec = RecognizerStats(chunks=self._frames, phones_emitted=self._frames, utterances=1,
-                              cpu_ms_per_chunk_median=float("nan"), cpu_ms_per_chunk_p95=float("nan"),
+                              cpu_ms_per_chunk_median=float(np.median(mm)),
+                              cpu_ms_per_chunk_p95=float(np.percentile(mm, 95)),
                               audio_ms_per_chunk_median=SAMPLES_PER_FRAME / self.rate_hz * 1e3,
                               emit_delay_ms_median=float(np.median(d)), emit_delay_ms_p95=float(np.percentile(d, 95)))
         return MicMotionStats(sieve=self.sieve.stats(), recognizer=rec, samples_processed=self._processed,
                               samples_sent_to_recognizer=self._processed,  # the model hears the silence too
                               samples_lost=self._lost, phones=self._frames, frames_missing=self._missing)
+
+
+def _work(ref: "weakref.ReferenceType[NeuralMicMotionSource]", stop: threading.Event, period_s: float) -> None:
+    while not stop.wait(period_s):
+        src = ref()
+        if src is None:
+            return
+        try:
+            src.pump()
+        except Exception as exc:  # the clock's own pump() goes on and reports it as it would without a worker
+            src.worker_error = f"{type(exc).__name__}: {exc}"
+            log.exception("neural microphone worker stopped")
+            return
+        del src

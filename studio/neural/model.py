@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from studio.errors import ModelLoadError
 from studio.neural.kvcache import CacheDType, KVState, push
 
 LOOKAHEAD_MS = 75.0  # audio after a motion frame's centre that its output depends on
@@ -277,7 +278,8 @@ class Audio2MotionEnsemble(Audio2Motion):
     def __init__(self, members: list[Audio2Motion]) -> None:
         nn.Module.__init__(self)
         if not members or any(m.cfg != members[0].cfg for m in members[1:]):
-            raise ValueError("ensemble members must share one configuration")
+            raise ModelLoadError("The ensemble's members do not share one configuration: rebuild it from weights of one "
+                                 "configuration with `python -m studio.neural.train --ensemble`.")
         self.member_cfg = c = members[0].cfg
         self.cfg = replace(c, enc_channels=len(members) * c.enc_channels, n_layers=len(members) * c.n_layers)
         self.encoder = _EnsembleEncoder([m.encoder for m in members])

@@ -69,6 +69,10 @@ class LiveSettings:
                                      "face PSNR 40 dB against plain; measured at 512 px on 2 cores, alternated 20 s "
                                      "runs: render 18-19 vs 19-20 ms, latency 61-63 vs 64-65 ms)"}
     )
+    motion_thread: bool = field(
+        default=True, metadata={"help": "Neural engine: run the model on its own thread as the audio arrives, so that "
+                                        "its time overlaps the rendering instead of adding to each frame's"}
+    )
     audio_engine: AudioEngine = field(
         default=DEFAULT_AUDIO_ENGINE, metadata={"help": "What turns the voice into mouth motion: neural (the project's "
                                                        "audio-to-motion model) or pocketsphinx (phone recognition)"}
@@ -117,6 +121,7 @@ class LiveStats:
     recorder_frames_repeated: int
     audio_engine: str = "pocketsphinx"  # what turned the voice into mouth motion
     frames_missing: int = 0  # neural engine: frames shown before the model had them (its latest shape was shown)
+    model_ms_median: float = math.nan  # neural engine: the model's time per frame (on its own thread when it has one)
 
     def summary(self) -> str:
         """One line for logs and the headless command."""
@@ -128,7 +133,8 @@ class LiveStats:
             f"motion {self.motion_ms_median:.1f} ms); CPU load {self.cpu_load * 100:.0f}% of {self.cpu_cores} cores; "
             + (f"sieve skipped {self.sieve_frames_skipped}/{self.sieve_frames_seen} frames ({skipped * 100:.0f}%), "
                f"recognizer saw {self.recognizer_share * 100:.0f}% of the audio" if self.audio_engine == "pocketsphinx"
-               else f"neural engine (hears all the audio), {self.frames_missing} frames shown before the model had them")
+               else f"neural engine (hears all the audio; model {self.model_ms_median:.1f} ms a frame), "
+                    f"{self.frames_missing} frames shown before the model had them")
             + f"; microphone {self.capture_status.value}"
         )
 
@@ -316,6 +322,8 @@ class LiveSession:
         total = self.ring.total_written
         self._offset = -total  # session sample = ring sample + offset
         self.motion.skip_to(total)  # what the ring held before the session is not ours to show
+        if isinstance(self.motion, NeuralMicMotionSource) and self.settings.motion_thread:
+            self.motion.start_worker()
         self._rec_ring_cursor = total  # next ring sample to hand to the recorder
         self._rec_k0 = 0  # frame slot that is the recording's first video frame
         self._seen_total = total
@@ -376,6 +384,7 @@ class LiveSession:
         if not self._started:
             return None
         self._started = False
+        self._stop_motion_worker()
         self._t_end_ns = time.monotonic_ns()
         self._cpu_end = time.process_time()
         self._final_status, self._final_error = self.capture.status, self.capture.last_error
@@ -383,9 +392,14 @@ class LiveSession:
             self.capture.stop()
         return self.stop_recording()
 
+    def _stop_motion_worker(self) -> None:
+        if isinstance(self.motion, NeuralMicMotionSource):
+            self.motion.stop_worker()
+
     def abort(self) -> None:
         """Stop without keeping the recording."""
         self._started = False
+        self._stop_motion_worker()
         self.capture.stop()
         if self.recorder is not None:
             self.recorder.abort()
@@ -511,6 +525,8 @@ class LiveSession:
             recorder_frames_repeated=rec.frames_repeated if rec else 0,
             audio_engine=self.audio_engine.value,
             frames_missing=m.frames_missing,
+            model_ms_median=m.recognizer.cpu_ms_per_chunk_median if self.audio_engine is AudioEngine.NEURAL
+            else math.nan,
         )
 
 
@@ -531,7 +547,8 @@ def run_live_headless(args) -> int:  # args: argparse.Namespace from studio.cli
     settings = LiveSettings(fps=float(args.fps), size_px=int(args.size), device=args.device,
                             input_device=getattr(args, "input", None),
                             field_divisor=int(getattr(args, "field_divisor", 8)),
-                            audio_engine=AudioEngine(getattr(args, "engine", DEFAULT_AUDIO_ENGINE.value)))
+                            audio_engine=AudioEngine(getattr(args, "engine", DEFAULT_AUDIO_ENGINE.value)),
+                            motion_thread=bool(getattr(args, "motion_thread", True)))
     chooser = None
     if settings.render_threads != 0 and not settings.device.startswith("cuda"):
         import os

@@ -164,6 +164,9 @@ def test_neural_engine_waits_for_its_lead_and_falls_back_when_its_weights_are_mi
     lead = int(round(s.motion.min_lead_s * RATE))
     assert f is not None and f.index == (RATE // 2 - lead) * 25 // RATE  # not the 40 ms default lead
     assert s.stats().audio_engine == "neural" and s.stats().frames_missing == 0
+    assert s.motion._worker is not None  # the model runs on its own thread while the session runs
+    s.stop()
+    assert s.motion._worker is None
 
     def no_weights():
         raise ModelLoadError("Audio-to-motion weights not found.")

@@ -97,3 +97,48 @@ def test_the_live_voice_stays_out_of_the_shared_fingerprint_cache() -> None:
     assert len(eng.fingerprints) == 0
     eng.motion(_voice_like(1.0))  # a rendered segment does use it
     assert len(eng.fingerprints) > 0
+
+
+def test_the_worker_thread_runs_the_model_as_audio_arrives_with_the_same_numbers() -> None:
+    """With ``start_worker()`` the frames are made without anyone calling ``frame()``/``pump()``, and they equal the
+    offline engine's; ``frame()`` still finishes what the worker has not done; ``stop_worker()`` ends the thread."""
+    import time
+
+    eng = _engine()
+    audio = _voice_like(2.0)
+    ring = AudioRing(RATE * 20, RATE)
+    src = NeuralMicMotionSource(ring, MicMotionSettings(), engine=eng)
+    src.start_worker(period_s=0.002)
+    try:
+        for a in range(0, len(audio), 1024):
+            ring.write(audio[a:a + 1024])
+            time.sleep(0.002)
+        deadline = time.monotonic() + 30
+        want = (len(audio) - int(round(src.min_lead_s * RATE))) // SAMPLES_PER_FRAME
+        while src._first_kept + len(src._mouth) < want and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert src._first_kept + len(src._mouth) >= want  # the worker made them: nobody called pump() or frame()
+        worker = src._worker
+        assert worker is not None and worker.is_alive()
+        src.frame(1.0)  # the clock's call: reads what is ready (and finishes what is not)
+    finally:
+        src.stop_worker()
+    assert not worker.is_alive() and src._worker is None
+    mouths = np.stack([src.mouth_at((j * SAMPLES_PER_FRAME + 1) / RATE) for j in range(len(src._mouth))])
+    assert np.abs(mouths - eng.motion(audio).mouth[:len(mouths)]).max() < 1e-4
+    assert src.worker_error == "" and src.stats().frames_missing == 0
+    assert src.stats().recognizer.cpu_ms_per_chunk_median > 0  # the model's time per frame, measured by the worker
+
+
+def test_a_source_dropped_without_stop_worker_ends_its_thread() -> None:
+    import gc
+    import time
+
+    src = NeuralMicMotionSource(AudioRing(RATE * 2, RATE), MicMotionSettings(), engine=_engine())
+    src.start_worker(period_s=0.002)
+    worker = src._worker
+    assert worker is not None and worker.is_alive()
+    del src
+    gc.collect()
+    worker.join(timeout=5)
+    assert not worker.is_alive()

@@ -152,6 +152,11 @@ def test_ensemble_step_is_the_mean_of_its_members_on_one_stacked_cache() -> None
             prev = out[0]
     y, logits = ens(mel, torch.rand(1, 12, 5))  # the parallel form (bench baseline) averages the same way
     assert y.shape == (1, 12, 5) and logits.shape == (1, 12, 16)
+    from studio.errors import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="one configuration"):
+        Audio2MotionEnsemble([_tiny_seed(1), Audio2Motion(ModelConfig(enc_channels=8, d_model=32, n_layers=2,
+                                                                      n_heads=2, window=8))])
 
 
 def test_ensemble_weights_file_round_trip_and_errors(tmp_path: Path) -> None:
