@@ -78,7 +78,6 @@ class NeuralMicMotionSource(SievedMicSource):
         self._worker.join(timeout=5)
         self._worker = None
 
-
     def _restart(self, sample: int) -> None:
         self._cursor = self._start = self._model_cursor = int(sample)
         self._session = self.engine.session(stride_mel=_STRIDE_MEL, fingerprints=False)
