@@ -281,7 +281,8 @@ def _step_cuda_graph(g: torch.nn.Module, model: torch.nn.Module, dt: CacheDType,
     """The step captured once as a CUDA graph (static input, previous-frame and cache buffers, updated in place by
     the graph) and replayed: median time per step, and the largest difference from the eager step over ``steps``
     frames from an empty cache (the same numbers, or the graph is not the step)."""
-    st = [t.clone() for t in model.empty_state(dt, dev).tensors()]
+    empty = model.empty_state(dt, dev).tensors()
+    st = [t.clone() for t in empty]
     prev = torch.zeros(model.cfg.n_out, device=dev)
     x = enc.clone()
 
@@ -302,12 +303,12 @@ def _step_cuda_graph(g: torch.nn.Module, model: torch.nn.Module, dt: CacheDType,
     with torch.cuda.graph(graph):
         y_out, _ = run()
     # eager reference and graph from the same empty cache
-    ref_st, ref_prev, ref = list(model.empty_state(dt, dev).tensors()), torch.zeros_like(prev), []
+    ref_st, ref_prev, ref = list(empty), torch.zeros_like(prev), []
     for _ in range(steps):
         out = g(enc, ref_prev, *ref_st)
         ref_prev, ref_st = out[0], list(out[2:])
         ref.append(ref_prev)
-    for buf, new in zip(st, model.empty_state(dt, dev).tensors()):
+    for buf, new in zip(st, empty):
         buf.copy_(new)
     prev.zero_()
     ts, got = [], []

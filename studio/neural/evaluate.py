@@ -105,10 +105,13 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
 
     from studio.neural.settings import NeuralSettings
 
-    settings = NeuralSettings(vad_gate=vad_gate)
+    overrides: dict = {"vad_gate": vad_gate}
     if pbm_closure is not None:
-        settings = replace(settings, pbm_closure=pbm_closure)
-    eng = NeuralMotionEngine(replace(settings, weights_path=weights) if weights else settings)
+        overrides["pbm_closure"] = pbm_closure
+    if weights:
+        overrides["weights_path"] = weights
+    settings = replace(NeuralSettings(), **overrides)
+    eng = NeuralMotionEngine(settings)
     acc: dict[str, dict[str, list]] = {e: {"vis": [], "part": []} for e in ("pocketsphinx", "neural")}
     refs, classes, per_clip = [], [], {}
     for key, path, text in clips:

@@ -272,15 +272,15 @@ class Audio2MotionEnsemble(Audio2Motion):
     """Independently trained models of one configuration, run as one model (same interface as ``Audio2Motion``): the
     members share the audio front end; each runs its own encoder and motion transformer on its own part of one KV
     cache; the mean coefficients are the output and every member's previous frame. ``cfg`` holds the stacked shapes
-    (``enc_channels`` K C, ``n_layers`` K L) that the streaming session, the exported graphs and the benches see;
-    ``member_cfg`` the members' own. Inference only (members are trained one by one)."""
+    (``enc_channels`` K C, ``n_layers`` K L) that the streaming session, the exported graphs and the benches see.
+    Inference only (members are trained one by one)."""
 
     def __init__(self, members: list[Audio2Motion]) -> None:
         nn.Module.__init__(self)
         if not members or any(m.cfg != members[0].cfg for m in members[1:]):
             raise ModelLoadError("The ensemble's members do not share one configuration: rebuild it from weights of one "
                                  "configuration with `python -m studio.neural.train --ensemble`.")
-        self.member_cfg = c = members[0].cfg
+        c = members[0].cfg
         self.cfg = replace(c, enc_channels=len(members) * c.enc_channels, n_layers=len(members) * c.n_layers)
         self.encoder = _EnsembleEncoder([m.encoder for m in members])
         self.motion = _EnsembleMotion([m.motion for m in members], self.cfg)

@@ -326,14 +326,22 @@ def read_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     return ModelConfig(**ck["config"]), {k: v.float() for k, v in ck["state_dict"].items()}
 
 
+def _checkpoints_of_one_config(paths: list[Path]) -> list[dict]:
+    """The weights files (single models, not ensembles) loaded; ModelLoadError unless they share one configuration."""
+    cks = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
+    if any("ensemble" in c for c in cks):
+        raise ModelLoadError("an ensemble cannot be a member of another, nor averaged: use its members")
+    if any(c["config"] != cks[0]["config"] for c in cks[1:]):
+        raise ModelLoadError("these weights do not share one configuration: " + ", ".join(map(str, paths)))
+    return cks
+
+
 def average_weights(paths: list[Path], path: Path) -> dict:
     """The uniform average of weights files that share one configuration (a "model soup": fine-tunes of one start
     lie in one basin, and their average is usually steadier than any one of them), saved to ``path``."""
     if not paths:
         raise ModelLoadError("no weights to average")
-    cks = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
-    if any(c["config"] != cks[0]["config"] for c in cks[1:]):
-        raise ModelLoadError("these weights do not share one configuration: " + ", ".join(map(str, paths)))
+    cks = _checkpoints_of_one_config(paths)
     keys = cks[0]["state_dict"].keys()
     state = {k: sum(c["state_dict"][k].float() for c in cks) / len(cks) for k in keys}
     info = {"average_of": [str(p) for p in paths],
@@ -350,11 +358,7 @@ def ensemble_weights(paths: list[Path], path: Path) -> dict:
     which ``load_weights`` turns into an ``Audio2MotionEnsemble``."""
     if len(paths) < 2:
         raise ModelLoadError("an ensemble needs two weights files or more")
-    cks = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
-    if any("ensemble" in c for c in cks):
-        raise ModelLoadError("an ensemble cannot be a member of another")
-    if any(c["config"] != cks[0]["config"] for c in cks[1:]):
-        raise ModelLoadError("these weights do not share one configuration: " + ", ".join(map(str, paths)))
+    cks = _checkpoints_of_one_config(paths)
     info = {"ensemble_of": [str(p) for p in paths],
             "members": [c.get("metrics", {}).get("val_held_out_voices") for c in cks]}
     members = [{"config": c["config"], "state_dict": {k: v.to(torch.float16) for k, v in c["state_dict"].items()}}
@@ -373,10 +377,8 @@ def _model_of(config: dict, state: dict[str, torch.Tensor]) -> Audio2Motion:
 def load_weights(path: Path, device: str = "cpu") -> Audio2Motion:
     """A weights file -> the model for inference (an ``Audio2MotionEnsemble`` for an ensemble file)."""
     ck = torch.load(path, map_location="cpu", weights_only=True)
-    if "ensemble" in ck:
-        model: Audio2Motion = Audio2MotionEnsemble([_model_of(m["config"], m["state_dict"]) for m in ck["ensemble"]])
-    else:
-        model = _model_of(ck["config"], ck["state_dict"])
+    models = [_model_of(m["config"], m["state_dict"]) for m in ck.get("ensemble", [ck])]
+    model = Audio2MotionEnsemble(models) if "ensemble" in ck else models[0]
     return model.to(device).eval()
 
 
