@@ -4,6 +4,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The environment takes 2.8 GB and the install 4.4 GB at its peak (measured from a fresh clone: pip unpacks wheels
+# in a temporary folder first; PyTorch alone is 0.75 GB). Check the space first, so that a full disk gives a clear
+# message rather than pip's "No space left on device" halfway through, and keep pip's download cache off (it would
+# hold a second, compressed copy of every wheel).
+export PIP_NO_CACHE_DIR=1
+NEED_MB=${NEWSSTUDIO_SETUP_NEED_MB:-4500}
+if [ ! -x .venv/bin/python ]; then
+  free_mb=$(df -Pm . | awk 'NR==2 {print $4}')
+  if [ "${free_mb:-0}" -lt "$NEED_MB" ]; then
+    echo "setup: only ${free_mb} MB free on $(df -P . | awk 'NR==2 {print $6}'); NewsStudio's environment needs about ${NEED_MB} MB." >&2
+    echo "setup: free some space (or set NEWSSTUDIO_SETUP_NEED_MB to override the check) and run this again." >&2
+    exit 1
+  fi
+fi
+
 APT_PACKAGES=(
   espeak-ng libespeak-ng1            # fast TTS fallback (ctypes)
   libportaudio2                      # sounddevice: microphone and speakers
