@@ -269,13 +269,14 @@ class WarpRenderer(nn.Module):
         is_upper = ((upper_edge - ys) / soft + 0.5).clamp(0, 1)
         is_lower = ((ys - lower_edge) / soft + 0.5).clamp(0, 1) * ((lower_bottom - ys) / (3 * soft) + 0.5).clamp(0, 1)
         # Teeth shading: darker towards the corners (the buccal corridor) and faint gaps between teeth.
+        # Only the front teeth show their gaps, and faintly (a grid of lines reads as a drawing, not as teeth).
         side_shade = 1 - 0.75 * u.abs() ** 2.2
         gaps = torch.zeros_like(u)
-        for k, bnd in enumerate((0.0, 0.19, 0.36, 0.52, 0.66, 0.78)):
-            width = 0.018 * (1 - 0.4 * k / 5)
+        for k, bnd in enumerate((0.0, 0.19, 0.36)):
+            width = 0.016 * (1 - 0.3 * k / 2)
             for s in ((1.0,) if bnd == 0 else (1.0, -1.0)):
                 gaps = gaps + torch.exp(-(((u - s * bnd) / width) ** 2))
-        tooth_shade = side_shade * (1 - 0.12 * gaps.clamp(0, 1))
+        tooth_shade = side_shade * (1 - 0.05 * gaps.clamp(0, 1))
         edge_up = 1 - 0.15 * torch.exp(-((upper_edge - ys).clamp(min=0) / (0.01 * fh)))  # incisal edges a bit darker
         edge_lo = 1 - 0.15 * torch.exp(-((ys - lower_edge).clamp(min=0) / (0.01 * fh)))
         # Shaded teeth take the warm colour of the mouth around them, not grey.
