@@ -69,6 +69,13 @@ class SievedMicSource:
             maxlen=int(10 * self.rate_hz / self._frame_n)
         )
 
+    def start_worker(self) -> None:
+        """Do the source's work on a thread of its own (a source that has one overrides this); by default ``frame()``
+        does it all."""
+
+    def stop_worker(self) -> None:
+        """End the thread that ``start_worker()`` started, if any."""
+
     @property
     def now_s(self) -> float:
         """Stream time of the newest audio in the ring."""

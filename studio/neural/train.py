@@ -320,17 +320,22 @@ def save_weights(model: Audio2Motion, path: Path, extra: dict) -> None:
 
 def read_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     """The configuration (as trained, dropout included) and the float32 state dict of a weights file."""
+    ck = _single_model_checkpoint(path)
+    return ModelConfig(**ck["config"]), {k: v.float() for k, v in ck["state_dict"].items()}
+
+
+def _single_model_checkpoint(path: Path) -> dict:
+    """A weights file of one model, loaded; ModelLoadError for an ensemble file."""
     ck = torch.load(path, map_location="cpu", weights_only=True)
     if "ensemble" in ck:
-        raise ModelLoadError(f"{path} is an ensemble of {len(ck['ensemble'])} models: train or average its members")
-    return ModelConfig(**ck["config"]), {k: v.float() for k, v in ck["state_dict"].items()}
+        raise ModelLoadError(f"{path} is an ensemble of {len(ck['ensemble'])} models: it cannot start training, be "
+                             "averaged or join another ensemble; use its members' weights files")
+    return ck
 
 
 def _checkpoints_of_one_config(paths: list[Path]) -> list[dict]:
     """The weights files (single models, not ensembles) loaded; ModelLoadError unless they share one configuration."""
-    cks = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
-    if any("ensemble" in c for c in cks):
-        raise ModelLoadError("an ensemble cannot be a member of another, nor averaged: use its members")
+    cks = [_single_model_checkpoint(p) for p in paths]
     if any(c["config"] != cks[0]["config"] for c in cks[1:]):
         raise ModelLoadError("these weights do not share one configuration: " + ", ".join(map(str, paths)))
     return cks

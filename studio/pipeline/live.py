@@ -322,7 +322,7 @@ class LiveSession:
         total = self.ring.total_written
         self._offset = -total  # session sample = ring sample + offset
         self.motion.skip_to(total)  # what the ring held before the session is not ours to show
-        if isinstance(self.motion, NeuralMicMotionSource) and self.settings.motion_thread:
+        if self.settings.motion_thread:
             self.motion.start_worker()
         self._rec_ring_cursor = total  # next ring sample to hand to the recorder
         self._rec_k0 = 0  # frame slot that is the recording's first video frame
@@ -384,7 +384,7 @@ class LiveSession:
         if not self._started:
             return None
         self._started = False
-        self._stop_motion_worker()
+        self.motion.stop_worker()
         self._t_end_ns = time.monotonic_ns()
         self._cpu_end = time.process_time()
         self._final_status, self._final_error = self.capture.status, self.capture.last_error
@@ -392,14 +392,10 @@ class LiveSession:
             self.capture.stop()
         return self.stop_recording()
 
-    def _stop_motion_worker(self) -> None:
-        if isinstance(self.motion, NeuralMicMotionSource):
-            self.motion.stop_worker()
-
     def abort(self) -> None:
         """Stop without keeping the recording."""
         self._started = False
-        self._stop_motion_worker()
+        self.motion.stop_worker()
         self.capture.stop()
         if self.recorder is not None:
             self.recorder.abort()
