@@ -274,7 +274,7 @@ def kernel_floor(size_px: int, device: str, copy_tb_s: float = 4.3) -> dict:
 
 def _neural_model():
     from studio.neural.settings import NeuralSettings
-    from studio.neural.train import load_weights
+    from studio.neural.weights import load_weights
 
     s = NeuralSettings()
     if not s.weights_path.is_file():

@@ -36,6 +36,7 @@ from studio.audio.fingerprint import STRIDE_MS, WINDOW_MEL, FingerprintCache, wi
 from studio.audio.settings import SieveSettings
 from studio.audio.sieve import SilenceSieve
 from studio.errors import ModelLoadError
+from studio.neural.constants import FPS, MEL_FRONT_PAD, SAMPLES_PER_FRAME, SILENT_MEL
 from studio.neural.kvcache import CacheDType
 from studio.neural.model import ENC_RECEPTIVE_FIELD, LOOKAHEAD_MS, Audio2Motion, StepGraph
 from studio.neural.settings import Backend, NeuralSettings
@@ -44,10 +45,7 @@ from studio.speech.visemes import Viseme
 
 log = logging.getLogger(__name__)
 
-FPS = 25.0
-SAMPLES_PER_FRAME = SAMPLE_RATE_HZ // 25  # 640
-MEL_FRONT_PAD = 8  # silent mel frames in front of every stream (as in training)
-_SILENT_MEL = float(np.log(1e-5))
+_SILENT_MEL = SILENT_MEL
 _GATE_SIEVE = SieveSettings(rms_gate_dbfs=float("-inf"), hangover_ms=0.0)  # Silero alone: any input level
 _VAD_FRAME = _GATE_SIEVE.frame_samples  # 512: Silero's frame at 16 kHz (32 ms)
 _SIL = int(Viseme.SIL)
@@ -134,14 +132,14 @@ class NeuralMotionEngine:
 
     def __init__(self, settings: NeuralSettings | None = None, model: Audio2Motion | None = None,
                  fingerprints: FingerprintCache | None = None) -> None:
-        from studio.neural.train import load_weights
+        from studio.neural.weights import load_weights
 
         self.settings = settings or NeuralSettings()
         s = self.settings
         if model is None:
             if not s.weights_path.is_file():
                 raise ModelLoadError(f"Audio-to-motion weights not found at {s.weights_path}: train them with "
-                                     "`python -m studio.neural.train` or choose the pocketsphinx engine.")
+                                     "`python -m studio.neural.training.train` or choose the pocketsphinx engine.")
             try:
                 model = load_weights(s.weights_path)
             except (RuntimeError, KeyError, TypeError, OSError) as exc:

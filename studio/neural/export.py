@@ -53,7 +53,7 @@ def export(model: Audio2Motion, out_dir: Path, cache: CacheDType = CacheDType.IN
 
 
 def main(argv: list[str] | None = None) -> int:
-    from studio.neural.train import load_weights
+    from studio.neural.weights import load_weights
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--weights", type=Path, default=MODEL_DIR / "audio2motion.pt")

@@ -279,7 +279,7 @@ class Audio2MotionEnsemble(Audio2Motion):
         nn.Module.__init__(self)
         if not members or any(m.cfg != members[0].cfg for m in members[1:]):
             raise ModelLoadError("The ensemble's members do not share one configuration: rebuild it from weights of one "
-                                 "configuration with `python -m studio.neural.train --ensemble`.")
+                                 "configuration with `python -m studio.neural.training.train --ensemble`.")
         c = members[0].cfg
         self.cfg = replace(c, enc_channels=len(members) * c.enc_channels, n_layers=len(members) * c.n_layers)
         self.encoder = _EnsembleEncoder([m.encoder for m in members])

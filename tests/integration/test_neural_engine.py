@@ -43,8 +43,8 @@ def test_torch_and_onnx_backends_agree(tmp_path: Path) -> None:
 def test_render_audio_of_human_speech_meets_lipsync_targets(tmp_path: Path, engine: str) -> None:
     from studio.audio.recognizer import align
     from studio.bench.lipsync import measure_lipsync
-    from studio.neural.evaluate import clip_path
-    from studio.pipeline.offline import load_audio_file
+    from studio.neural.training.evaluate import clip_path
+    from studio.audio.io import load_audio_file
 
     clip = clip_path("moonshine:beckett.wav") or pytest.skip("moonshine-voice not installed")
     text = json.loads((MODEL_DIR / "eval_transcripts.json").read_text())["moonshine:beckett.wav"]
@@ -61,7 +61,7 @@ def test_render_audio_of_human_speech_meets_lipsync_targets(tmp_path: Path, engi
 def test_cache_precision_bench_measures_the_model_not_the_vad_gate() -> None:
     """``bench int8`` feeds synthetic audio that Silero calls silence; with the gate on every frame would be the rest
     pose and INT8, FP16 and FP32 would agree exactly. The bench must compare the model's own outputs."""
-    from studio.neural.bench import bench_int8_vs_fp16
+    from studio.neural.training.bench import bench_int8_vs_fp16
 
     r = bench_int8_vs_fp16(MODEL_DIR / "audio2motion.pt", seconds=4.0, human=False)
     assert r["int8_vs_fp32"]["max_abs"] > 0.0

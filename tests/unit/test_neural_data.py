@@ -7,7 +7,7 @@ import random
 import pytest
 
 from studio.audio.recognizer import _WORD_RE
-from studio.neural.data import news_text, spoken_numbers
+from studio.neural.training.data import news_text, spoken_numbers
 
 
 @pytest.mark.parametrize("text, spoken", [
@@ -32,7 +32,7 @@ def test_no_digits_left_in_the_recipe_text() -> None:
 def test_trainer_can_keep_only_the_aligned_clips(tmp_path) -> None:
     import numpy as np
 
-    from studio.neural.train import Shards
+    from studio.neural.training.train import Shards
 
     mel = np.zeros((2 * 16, 40), np.uint8)
     np.savez(tmp_path / "v.npz", mel=mel, mel_offsets=np.array([0, 16, 32]), coeffs=np.zeros((4, 5), np.float16),
@@ -47,14 +47,14 @@ def test_trainer_can_keep_only_the_aligned_clips(tmp_path) -> None:
     ("nˈaʊ bˈɔɪ ɡˈoʊ", "nˈW bˈY ɡˈO"),
 ])
 def test_espeak_ipa_becomes_kokoro_symbols(ipa: str, kokoro: str) -> None:
-    from studio.neural.kokoro import to_kokoro
+    from studio.neural.training.kokoro import to_kokoro
 
     assert to_kokoro(ipa) == kokoro
 
 
 def test_held_out_kokoro_voice_never_trains() -> None:
-    from studio.neural.data import KOKORO_TRAIN, KOKORO_VAL
-    from studio.neural.kokoro import VOICES
+    from studio.neural.training.data import KOKORO_TRAIN, KOKORO_VAL
+    from studio.neural.training.kokoro import VOICES
 
     assert not set(KOKORO_TRAIN) & set(KOKORO_VAL)
     assert {v.split(":")[1] for v in KOKORO_TRAIN + KOKORO_VAL} - {"blend"} == set(VOICES)
@@ -63,7 +63,7 @@ def test_held_out_kokoro_voice_never_trains() -> None:
 def test_selection_can_use_some_held_out_voices_only(tmp_path) -> None:
     import numpy as np
 
-    from studio.neural.train import Shards
+    from studio.neural.training.train import Shards
 
     for name in ("kokoro_jf_tebukuro", "espeak_en-029"):
         np.savez(tmp_path / f"{name}.npz", mel=np.zeros((16, 40), np.uint8), mel_offsets=np.array([0, 16]),
@@ -73,7 +73,7 @@ def test_selection_can_use_some_held_out_voices_only(tmp_path) -> None:
 
 
 def test_fortune_sentences_are_plain_known_words_and_never_the_evaluation_text(tmp_path, monkeypatch) -> None:
-    from studio.neural import data
+    from studio.neural.training import data
 
     (tmp_path / "wisdom").write_text(
         "A penny saved is a penny earned by the careful.\n"
@@ -95,8 +95,8 @@ def test_fortune_sentences_are_plain_known_words_and_never_the_evaluation_text(t
 def test_flite_and_excluded_voices_never_leave_the_training_side(tmp_path) -> None:
     import numpy as np
 
-    from studio.neural.data import FLITE_TRAIN, VAL_VOICES
-    from studio.neural.train import Shards
+    from studio.neural.training.data import FLITE_TRAIN, VAL_VOICES
+    from studio.neural.training.train import Shards
 
     assert not set(FLITE_TRAIN) & set(VAL_VOICES)
     for name in ("kokoro_jf_alpha", "flite_awb"):
@@ -111,7 +111,7 @@ def test_fine_tuning_starts_from_the_given_weights(tmp_path) -> None:
     import torch
 
     from studio.neural.model import Audio2Motion
-    from studio.neural.train import CONFIGS, load_weights, save_weights, train
+    from studio.neural.training.train import CONFIGS, load_weights, save_weights, train
 
     rng = np.random.default_rng(0)
     for side in ("train", "val"):
@@ -131,7 +131,7 @@ def test_fine_tuning_starts_from_the_given_weights(tmp_path) -> None:
 
 
 def test_only_names_voices_of_the_chosen_set(tmp_path, capsys) -> None:
-    from studio.neural import data
+    from studio.neural.training import data
 
     with pytest.raises(SystemExit) as e:
         data.main(["--out", str(tmp_path), "--voices", "flite", "--only", "kokoro:blend"])
@@ -158,7 +158,7 @@ def _median_f0(audio, sr: int) -> float:
 @pytest.mark.skipif(__import__("shutil").which("flite") is None, reason="needs Debian flite (training-deps.sh)")
 def test_flite_pitch_option_moves_the_voice_f0(monkeypatch) -> None:
     from studio.audio.features import SAMPLE_RATE_HZ
-    from studio.neural import data
+    from studio.neural.training import data
 
     text = "The city council approved a new bridge on Monday morning"
     f0 = {}
@@ -172,7 +172,7 @@ def test_breaths_and_noise_floor_touch_only_what_they_should() -> None:
     """Training-time augmentation: breaths only in silent motion frames; the floor lifts the pauses, not the speech."""
     import numpy as np
 
-    from studio.neural.train import LEFT_CTX, SILENCE_LOG, add_breaths, add_floor
+    from studio.neural.training.train import LEFT_CTX, SILENCE_LOG, add_breaths, add_floor
 
     rng = np.random.default_rng(0)
     vis = np.array([0] * 10 + [5] * 20 + [0] * 12 + [9] * 8, np.int64)  # silence, speech, silence, speech
@@ -196,7 +196,7 @@ def test_prefetched_batches_are_the_batches_in_order_and_errors_reach_the_traine
     them in the loop with the same seed; a failure while making one is raised in the loop, not lost in the thread."""
     import numpy as np
 
-    from studio.neural.train import Prefetcher
+    from studio.neural.training.train import Prefetcher
 
     def maker(seed: int):
         rng = np.random.default_rng(seed)
@@ -232,7 +232,7 @@ def test_average_of_weights_is_their_mean_and_needs_one_configuration(tmp_path) 
 
     from studio.errors import ModelLoadError
     from studio.neural.model import Audio2Motion
-    from studio.neural.train import CONFIGS, average_weights, read_weights, save_weights
+    from studio.neural.training.train import CONFIGS, average_weights, read_weights, save_weights
 
     paths = []
     for seed in (1, 2, 3):

@@ -35,7 +35,7 @@ def _human_voice() -> np.ndarray:
     """alsa-utils' "Front Center" (a human voice; installers/setup.sh) with 0.5 s of silence either side."""
     from pathlib import Path
 
-    from studio.pipeline.offline import load_audio_file
+    from studio.audio.io import load_audio_file
 
     clip = Path("/usr/share/sounds/alsa/Front_Center.wav")
     if not clip.exists():

@@ -67,7 +67,7 @@ def _speech_in_noise() -> np.ndarray:
     """0.6 s of a quiet room (-50 dBFS noise), "Front Center" spoken, 0.6 s of room again (16 kHz)."""
     if not ALSA_CLIP.exists():
         pytest.skip("alsa-utils sound clips not installed")
-    from studio.pipeline.offline import load_audio_file
+    from studio.audio.io import load_audio_file
 
     voice, rate = load_audio_file(ALSA_CLIP)
     assert rate == 16000
@@ -162,7 +162,7 @@ def test_ensemble_step_is_the_mean_of_its_members_on_one_stacked_cache() -> None
 def test_ensemble_weights_file_round_trip_and_errors(tmp_path: Path) -> None:
     from studio.errors import ModelLoadError
     from studio.neural.model import Audio2MotionEnsemble
-    from studio.neural.train import CONFIGS, ensemble_weights, load_weights, read_weights, save_weights
+    from studio.neural.training.train import CONFIGS, ensemble_weights, load_weights, read_weights, save_weights
 
     paths = []
     for seed in (1, 2):

@@ -8,7 +8,7 @@ eval_transcripts.json``) -> viseme per 25 fps frame. Engines:
   ``--no-vad-gate``).
 Metrics per engine, over all clips' frames: viseme accuracy (all frames; speech frames only), lip closure on p/b/m
 (share of reference p/b/m frames with LIP_PART < 0.15, i.e. lips together), mean LIP_PART on p/b/m over that on open
-vowels.   ``python -m studio.neural.evaluate [--weights W] [--no-vad-gate] [--[no-]pbm-closure] [--json FILE]``
+vowels.   ``python -m studio.neural.training.evaluate [--weights W] [--no-vad-gate] [--[no-]pbm-closure] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -97,9 +97,9 @@ def frame_classes(phones: list[PhonemeTiming], n: int) -> np.ndarray:
 def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = None, dump: Path | None = None,
              vad_gate: bool = True, pbm_closure: bool | None = None) -> dict:
     from studio.audio.recognizer import recognize_file_phones
-    from studio.neural.data import MOUTH_IDX, frame_visemes
+    from studio.neural.training.data import MOUTH_IDX, frame_visemes
     from studio.neural.engine import NeuralMotionEngine
-    from studio.pipeline.offline import load_audio_file
+    from studio.audio.io import load_audio_file
     from studio.presenter.motion import loudness_envelope
     from studio.speech.visemes import mouth_track
 
@@ -169,7 +169,7 @@ def held_out_frames(folder: Path, prefix: str = "", weights: Path | None = None,
     """The engine's streaming path on the recipe's held-out voices (``folder``/val shards, stored log-mel): per frame
     the reference viseme and coefficients, and the engine's viseme probabilities and mouth coefficients. For choosing
     decoding settings on voices the model never trained on, without looking at the human clips."""
-    from studio.neural.data import MEL_FRONT_PAD, dequantize_mel
+    from studio.neural.training.data import MEL_FRONT_PAD, dequantize_mel
     from studio.neural.engine import NeuralMotionEngine
     from studio.neural.settings import NeuralSettings
 

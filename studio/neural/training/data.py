@@ -1,13 +1,13 @@
 """The data recipe of the audio-to-motion model: aligned TTS speech -> augmented log-mel + per-frame targets.
 
 Reproducible from a seed (the shipped weights' set):
-``python -m studio.neural.data --out data/a2m_aligned --minutes 72 --val-minutes 10 --copies 2 --labels aligned+engine``
+``python -m studio.neural.training.data --out data/a2m_aligned --minutes 72 --val-minutes 10 --copies 2 --labels aligned+engine``
 - Text: news-like sentences made by code (names, places, numbers, dates, times, money, scores; see ``news_text``); with
   aligned labels the numbers are spelled out first (``spoken_numbers``) so the aligner gets the words the TTS says.
 - Voices: Piper joe (length scales 0.8..1.25), eSpeak NG (several accents, rates 120..230 wpm, pitch 20..80) and
   Festival (cmu_us_slt_arctic_hts, kal_diphone; Debian, ``installers/training-deps.sh``). MBROLA stays out (licence).
   Whole voices are held out for validation (``VAL_VOICES``). ``--voices kokoro`` adds Kokoro-82M voices
-  (``studio.neural.kokoro``: four voices and blends of two, jf_tebukuro held out; aligned labels only) to an existing
+  (``studio.neural.training.kokoro``: four voices and blends of two, jf_tebukuro held out; aligned labels only) to an existing
   folder; ``--voices flite`` adds Flite's awb, rms and slt voices (Debian ``flite``) reading the news text and
   sentences from Debian's ``fortunes`` (``fortune_sentences``), aligned labels only.
 - Targets per 25 fps frame from the phone timings: the 5 mouth coefficients of ``mouth_track`` (with the clean audio's
@@ -50,11 +50,8 @@ from studio.speech.visemes import Viseme, mouth_track, viseme_for_phone
 
 log = logging.getLogger(__name__)
 
-FPS = 25.0
-MEL_PER_FRAME = 4  # mel frames (10 ms) per motion frame (40 ms)
-SAMPLES_PER_FRAME = HOP * MEL_PER_FRAME  # 640
-MEL_FRONT_PAD = 8  # silent mel frames before every clip (left context of the causal encoder)
-LOOKAHEAD_MEL = 4  # mel frames after a motion frame's own 4 that it may see (see model.py)
+from studio.neural.constants import FPS, LOOKAHEAD_MEL, MEL_FRONT_PAD, MEL_PER_FRAME, SAMPLES_PER_FRAME  # noqa: E402,F401
+
 MOUTH_IDX = [int(c) for c in MOUTH_COEFFS]
 
 TRAIN_VOICES = (
@@ -62,7 +59,7 @@ TRAIN_VOICES = (
     "espeak:en-gb-scotland", "festival:cmu_us_slt_arctic_hts", "festival:kal_diphone",
 )  # fmt: skip
 VAL_VOICES = ("espeak:en-029", "espeak:en-gb-x-rp", "espeak:en-gb-x-gbclan", "festival:ked_diphone")
-# Kokoro-82M (``studio.neural.kokoro``): four of its five voices, plus ``kokoro:blend`` (each clip a random mix of two
+# Kokoro-82M (``studio.neural.training.kokoro``): four of its five voices, plus ``kokoro:blend`` (each clip a random mix of two
 # of those four); jf_tebukuro is held out. Made with ``--voices kokoro`` into an existing data folder.
 KOKORO_TRAIN = ("kokoro:jf_alpha", "kokoro:jf_gongitsune", "kokoro:jf_nezumi", "kokoro:jm_kumo", "kokoro:blend")
 KOKORO_VAL = ("kokoro:jf_tebukuro",)
@@ -156,7 +153,7 @@ def fortune_sentences() -> tuple[str, ...]:
     beyond the news templates. Kept only when every word is in the aligner's dictionary, and never when it shares
     four words in a row with a transcript of the human-speech evaluation (``eval_transcripts.json``)."""
     from studio.audio.recognizer import _WORD_RE, _model_paths  # the aligner's own word split and dictionary
-    from studio.neural.evaluate import TRANSCRIPTS
+    from studio.neural.training.evaluate import TRANSCRIPTS
 
     vocab = {ln.split(maxsplit=1)[0].split("(")[0] for ln in Path(_model_paths()[2]).read_text().splitlines() if ln}
     held = json.loads(TRANSCRIPTS.read_text())
@@ -257,14 +254,14 @@ def _festival(texts: list[str], voice: str) -> list[Clip]:
 
 @lru_cache(maxsize=1)
 def _kokoro_voice():  # noqa: ANN202
-    from studio.neural.kokoro import KokoroVoice
+    from studio.neural.training.kokoro import KokoroVoice
 
     return KokoroVoice(threads=1)
 
 
 def _kokoro(text: str, voice: str, r: random.Random) -> Clip:
     """Kokoro speech at speeds 0.85..1.2 with 0.1..0.5 s between sentences; no phone timings (align it)."""
-    from studio.neural.kokoro import SAMPLE_RATE, VOICES
+    from studio.neural.training.kokoro import SAMPLE_RATE, VOICES
 
     name = voice.split(":", 1)[1]
     if name == "blend":

@@ -1,11 +1,11 @@
 """Benchmarks of the neural audio-to-motion engine (scripts, not tests; medians over repeats).
 
-  python -m studio.neural.bench rtf [--runs 5]            audio path real-time factor on this CPU (torch, onnx)
-  python -m studio.neural.bench kv [--minutes 60]         one-hour synthetic stream: cache bytes, p95 step time first
+  python -m studio.neural.training.bench rtf [--runs 5]            audio path real-time factor on this CPU (torch, onnx)
+  python -m studio.neural.training.bench kv [--minutes 60]         one-hour synthetic stream: cache bytes, p95 step time first
                                                           vs last minute, INT8 vs FP16 output difference
-  python -m studio.neural.bench fingerprint               rundown played twice; rundown with repeated station idents
-  python -m studio.neural.bench gpu --weights W           step / encoder time on CUDA (device machine)
-  python -m studio.neural.bench render                    ``main.py render --audio`` of the human clips with both
+  python -m studio.neural.training.bench fingerprint               rundown played twice; rundown with repeated station idents
+  python -m studio.neural.training.bench gpu --weights W           step / encoder time on CUDA (device machine)
+  python -m studio.neural.training.bench render                    ``main.py render --audio`` of the human clips with both
                                                           engines, lip sync measured on the MP4s (MediaPipe)
 Each writes JSON to stdout (and ``--json FILE``).
 """
@@ -159,8 +159,8 @@ def bench_int8_vs_fp16(weights: Path, seconds: float = 120.0, human: bool = True
                                                                     ("fp16", "fp32"))}
     res: dict = {"seconds": seconds, **d}
     if human:
-        from studio.neural.evaluate import load_clips
-        from studio.pipeline.offline import load_audio_file
+        from studio.neural.training.evaluate import load_clips
+        from studio.audio.io import load_audio_file
 
         clips = [load_audio_file(p)[0] for _, p, _ in load_clips()]
         res["human_clips"] = {"clips": len(clips), "seconds": round(sum(len(a) for a in clips) / 16000, 1)}
@@ -183,7 +183,7 @@ def _rundown_texts() -> list[str]:
 
 def bench_fingerprint(weights: Path, voice: str) -> dict:
     """Rundown played twice through one engine (shared cache); then a rundown with repeated station idents."""
-    from studio.neural.data import _resample
+    from studio.neural.training.data import _resample
     from studio.neural.engine import NeuralMotionEngine
     from studio.speech import synthesize
 
@@ -228,7 +228,7 @@ def bench_gpu(weights: Path, seconds: float = 30.0) -> dict:
     """CUDA timings (synchronized, medians): one step (batch 1, INT8 cache), the encoder on one window and on a
     whole 30 s stream's windows as one batch; real-time factor of the step-by-step path."""
     from studio.neural.model import StepGraph
-    from studio.neural.train import load_weights
+    from studio.neural.weights import load_weights
 
     dev = "cuda"
     model = load_weights(weights, dev)
@@ -332,8 +332,8 @@ def bench_render(clips: tuple[str, ...] = ("moonshine:beckett.wav", "moonshine:t
     import tempfile
 
     from studio.bench.lipsync import measure_lipsync
-    from studio.neural.evaluate import load_clips, reference_phones
-    from studio.pipeline.offline import load_audio_file
+    from studio.neural.training.evaluate import load_clips, reference_phones
+    from studio.audio.io import load_audio_file
 
     known = {k: (p, t) for k, p, t in load_clips()}
     res: dict = {"cmd": f"python main.py render --audio CLIP --size {size} --engine neural|pocketsphinx --out X.mp4; "

@@ -1,9 +1,9 @@
-"""Train the audio-to-motion model on the shards of ``studio.neural.data``.
+"""Train the audio-to-motion model on the shards of ``studio.neural.training.data``.
 
-CPU, small configuration, minutes:   python -m studio.neural.train --data data/a2m --config small --minutes 5
-Device machine, full configuration:  python -m studio.neural.train --config full --minutes 5.5 --batch 128 --device cuda
+CPU, small configuration, minutes:   python -m studio.neural.training.train --data data/a2m --config small --minutes 5
+Device machine, full configuration:  python -m studio.neural.training.train --config full --minutes 5.5 --batch 128 --device cuda
 Writes ``audio2motion.pt`` (fp16 state dict + config), ``train_log.jsonl`` and ``train_metrics.json`` to ``--out``.
-Average of fine-tunes:               python -m studio.neural.train --average A.pt B.pt ... --out DIR
+Average of fine-tunes:               python -m studio.neural.training.train --average A.pt B.pt ... --out DIR
 
 Each step: random crops of 150 frames (6 s, longer than the 75-token window so the summary token is trained).
 Two passes per batch against exposure bias: (1) teacher forcing with noisy previous coefficients, (2) the previous
@@ -30,7 +30,9 @@ import torch
 import torch.nn.functional as F
 
 from studio.errors import ModelLoadError
-from studio.neural.data import MEL_FRONT_PAD, dequantize_mel
+from studio.neural.constants import MEL_FRONT_PAD
+from studio.neural.training.data import dequantize_mel
+from studio.neural.weights import _single_model_checkpoint, load_weights, read_weights, save_weights  # noqa: F401
 from studio.neural.model import Audio2Motion, Audio2MotionEnsemble, ModelConfig
 
 log = logging.getLogger(__name__)
@@ -199,7 +201,7 @@ class Shards:
                 self.clips.append((mel[mo[i]:mo[i + 1]], coeffs[fo[i]:fo[i + 1]], vis[fo[i]:fo[i + 1]]))
                 self.voices.append(f.stem)
         if not self.clips:
-            raise FileNotFoundError(f"no shards in {folder}: run python -m studio.neural.data first")
+            raise FileNotFoundError(f"no shards in {folder}: run python -m studio.neural.training.data first")
         self.frames = np.array([len(c[1]) for c in self.clips])
 
     def batch(
@@ -313,26 +315,6 @@ def losses(
     return res
 
 
-def save_weights(model: Audio2Motion, path: Path, extra: dict) -> None:
-    sd = {k: v.detach().to("cpu", torch.float16) for k, v in model.state_dict().items()}
-    torch.save({"config": model.cfg.to_dict(), "state_dict": sd, **extra}, path)
-
-
-def read_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
-    """The configuration (as trained, dropout included) and the float32 state dict of a weights file."""
-    ck = _single_model_checkpoint(path)
-    return ModelConfig(**ck["config"]), {k: v.float() for k, v in ck["state_dict"].items()}
-
-
-def _single_model_checkpoint(path: Path) -> dict:
-    """A weights file of one model, loaded; ModelLoadError for an ensemble file."""
-    ck = torch.load(path, map_location="cpu", weights_only=True)
-    if "ensemble" in ck:
-        raise ModelLoadError(f"{path} is an ensemble of {len(ck['ensemble'])} models: it cannot start training, be "
-                             "averaged or join another ensemble; use its members' weights files")
-    return ck
-
-
 def _checkpoints_of_one_config(paths: list[Path]) -> list[dict]:
     """The weights files (single models, not ensembles) loaded; ModelLoadError unless they share one configuration."""
     cks = [_single_model_checkpoint(p) for p in paths]
@@ -371,20 +353,6 @@ def ensemble_weights(paths: list[Path], path: Path) -> dict:
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"ensemble": members, "metrics": info}, path)
     return info
-
-
-def _model_of(config: dict, state: dict[str, torch.Tensor]) -> Audio2Motion:
-    model = Audio2Motion(replace(ModelConfig(**config), dropout=0.0))
-    model.load_state_dict({k: v.float() for k, v in state.items()})
-    return model
-
-
-def load_weights(path: Path, device: str = "cpu") -> Audio2Motion:
-    """A weights file -> the model for inference (an ``Audio2MotionEnsemble`` for an ensemble file)."""
-    ck = torch.load(path, map_location="cpu", weights_only=True)
-    models = [_model_of(m["config"], m["state_dict"]) for m in ck.get("ensemble", [ck])]
-    model = Audio2MotionEnsemble(models) if "ensemble" in ck else models[0]
-    return model.to(device).eval()
 
 
 def train(
