@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,12 +186,16 @@ class NeuralMotionEngine:
                                      "use the torch backend.") from exc
         return folder
 
-    def session(self, stride_mel: float | None = None, fingerprints: bool = True) -> "MotionSession":
+    def session(self, stride_mel: float | None = None, fingerprints: bool = True, kv_cache: bool = True,
+                skip_silence: bool = False) -> "MotionSession":
         """A new stream; ``stride_mel``: encoder window stride in 10 ms mel frames (default the fingerprint cache's
         13.33; the live microphone uses 4, one frame, so a frame waits for no more audio than its look-ahead).
         ``fingerprints=False`` keeps the stream out of the shared cache (a live voice rarely repeats a window
-        exactly, and would push the rundown's phrases out)."""
-        return MotionSession(self, stride_mel, fingerprints)
+        exactly, and would push the rundown's phrases out). ``kv_cache=False``: no KV cache - every step runs the
+        parallel form over every token of the stream so far (the plain pipeline's baseline: exact, but its cost grows
+        with the stream). ``skip_silence``: where the VAD gate hears no speech the model does no work at all (the
+        mouth rests) and the stream starts afresh at the next speech (the silence sieve of the core)."""
+        return MotionSession(self, stride_mel, fingerprints, kv_cache, skip_silence)
 
     def motion(self, audio: np.ndarray) -> NeuralMotion:
         """Whole 16 kHz mono float32 recording -> 25 fps motion, ceil(N / 640) frames."""
@@ -205,8 +210,15 @@ class NeuralMotionEngine:
 class MotionSession:
     """One stream: feed audio as it comes, get frames as soon as their look-ahead has arrived."""
 
-    def __init__(self, engine: NeuralMotionEngine, stride_mel: float | None = None, fingerprints: bool = True) -> None:
+    def __init__(self, engine: NeuralMotionEngine, stride_mel: float | None = None, fingerprints: bool = True,
+                 kv_cache: bool = True, skip_silence: bool = False) -> None:
         self.engine = engine
+        self.kv_cache = kv_cache
+        self.skip_silence = skip_silence and engine.settings.vad_gate
+        self.frames_skipped = 0  # silent frames on which the model did no work (skip_silence)
+        self.step_ms_total = 0.0  # time inside the model's steps
+        self.steps = 0
+        self._history: list[tuple[np.ndarray, np.ndarray]] = []  # kv_cache=False: (token, prev) of every step
         self._fingerprints = engine.fingerprints if fingerprints else None
         self._stride = STRIDE_MS / 10.0 if stride_mel is None else float(stride_mel)
         if not 1 <= self._stride <= WINDOW_MEL - ENC_RECEPTIVE_FIELD + 1:
@@ -268,9 +280,30 @@ class MotionSession:
         enc_end = self._enc_base + len(self._enc_buf)
         while MEL_FRONT_PAD + self._mpf * self._frames_out + self._tok <= enc_end:
             a = MEL_FRONT_PAD + self._mpf * self._frames_out - self._enc_base
-            y, logits, self._state = self.engine.backend.step(self._enc_buf[a:a + self._tok], self._prev, self._state)
+            silent = self._vad is not None and not self._speech_near(self._frames_out)
+            if silent and self.skip_silence:  # no work: rest, and the next speech starts a fresh stream
+                self.frames_skipped += 1
+                self._prev = np.zeros(len(self._prev), np.float32)
+                self._state = self.engine.backend.initial_state(self.engine.settings.cache_dtype)
+                self._history.clear()
+                lg = np.full(16, -30.0, np.float32)
+                lg[_SIL] = 0.0
+                vis.append(_SIL)
+                mouth.append(self._prev)
+                e = np.exp(lg - lg.max())
+                probs.append(e / e.sum())
+                self._frames_out += 1
+                continue
+            t0 = time.perf_counter()
+            if self.kv_cache:
+                y, logits, self._state = self.engine.backend.step(self._enc_buf[a:a + self._tok], self._prev,
+                                                                  self._state)
+            else:
+                y, logits = self._uncached_step(self._enc_buf[a:a + self._tok], self._prev)
+            self.step_ms_total += (time.perf_counter() - t0) * 1e3
+            self.steps += 1
             lg = np.asarray(logits, np.float32).reshape(-1)
-            if self._vad is not None and not self._speech_near(self._frames_out):
+            if silent:
                 self._prev = np.zeros(len(self._prev), np.float32)  # rest, and the model goes on from rest
                 vis.append(_SIL)
                 self.frames_gated += 1
@@ -292,6 +325,15 @@ class MotionSession:
         m = np.stack(mouth).astype(np.float32) if mouth else np.zeros((0, 5), np.float32)
         self.last_probs = np.stack(probs) if probs else np.zeros((0, 16), np.float32)
         return m, np.asarray(vis, np.int64)
+
+    def _uncached_step(self, enc: np.ndarray, prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """No KV cache: the parallel form over every token of the stream so far; the last token's outputs."""
+        self._history.append((np.asarray(enc, np.float32).reshape(-1), np.asarray(prev, np.float32).reshape(-1)))
+        feats = torch.from_numpy(np.stack([h[0] for h in self._history]))[None]  # 1 x N x 8C
+        prevs = torch.from_numpy(np.stack([h[1] for h in self._history]))[None]  # 1 x N x 5
+        with torch.inference_mode():
+            y, logits = self.engine.model.motion(feats, prevs)
+        return y[0, -1].numpy(), logits[0, -1].numpy()
 
     def _speech_near(self, t: int) -> bool:
         """Whether Silero heard speech in a 32 ms frame ending within frame ``t``'s audio or its look-ahead
