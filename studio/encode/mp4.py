@@ -183,6 +183,21 @@ class Mp4Writer:
             self.n_video_frames += 1
             self._encode(self._video, frame)
 
+    def write_video_nv12(self, frames: np.ndarray) -> None:
+        """Append NV12 frames (N x H * 3 / 2 x W uint8, converted on the GPU): no RGB -> YUV conversion here."""
+        self._check_open()
+        if frames.ndim == 2:
+            frames = frames[None]
+        if frames.ndim != 3 or frames.shape[1:] != (self.height * 3 // 2, self.width) or frames.dtype != np.uint8:
+            raise ValueError(f"expected uint8 NV12 frames of shape [N x] {self.height * 3 // 2} x {self.width}, "
+                             f"got {frames.dtype} {frames.shape}")
+        for nv in frames:
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(nv), format="nv12")
+            frame.pts = self.n_video_frames
+            frame.time_base = self._video_time_base
+            self.n_video_frames += 1
+            self._encode(self._video, frame)
+
     def write_audio(self, samples: np.ndarray) -> None:
         """Append mono float audio in -1..1 at ``sample_rate_hz``; any chunk length (N,)."""
         self._check_open()
