@@ -1,7 +1,8 @@
 """Command line: the studio window by default, subcommands for headless work (see DESIGN.md's contract).
 
-Every user error ends in one line on stderr that says what to do, and a non-zero exit status; tracebacks go to the
-log file only.
+Every command is a thin driver of the one pipeline core (``studio.pipeline.factory``): it validates its arguments
+before any work, picks a source, a motion source, settings and outputs, and runs the core. Every user error ends in one
+line on stderr that says what to do, and exit status 2; tracebacks go to the log file only.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from studio.audio.settings import DEFAULT_AUDIO_ENGINE
+from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.errors import InputError, StudioError
 
 log = logging.getLogger("studio.cli")
@@ -21,7 +22,27 @@ EXIT_OK, EXIT_INTERNAL, EXIT_USER = 0, 1, 2
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, no usage dump
-        raise InputError(f"{message} (see `python main.py {self.prog.split()[-1]} --help`)")
+        words = self.prog.split()
+        cmd = f"python main.py {words[-1]} --help" if len(words) > 1 else "python main.py --help"
+        raise InputError(f"{message} (see `{cmd}`)")
+
+
+def _add_picture_args(p: argparse.ArgumentParser, default_size: int = 512) -> None:
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--size", type=int, help=f"the square presenter's size in pixels (default {default_size})")
+    fmt.add_argument("--canvas", choices=["720p", "1080p"], help="a 16:9 program: the presenter over a background "
+                                                                 "with a lower third")
+    p.add_argument("--fps", type=float, default=25.0, help="output frame rate: 25, 30, 50 or 60 (default 25)")
+    p.add_argument("--key-fps", type=float, default=0.0,
+                   help="generated keyframe rate with keyframes + interpolation (default: half the frame rate)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto: the GPU where there is one)")
+    p.add_argument("--engine", default="builtin", help="the talking-head engine (see `doctor`; default builtin)")
+    p.add_argument("--weights", type=Path, help="the engine's release folder (its own file layout)")
+    p.add_argument("--optimizations", help="all (default), none (the plain pipeline), or a comma list of: "
+                                           "pyramidal, audio_cache, frame_interpolation, kv_cache, async_pipeline, "
+                                           "silence_sieve, cuda_graphs, gpu_encode")
+    p.add_argument("--background", help="canvas background: an image file or a colour as #RRGGBB")
+    p.add_argument("--seed", type=int, default=0, help="seed of the idle motion (blinks, sway)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -32,57 +53,55 @@ def _build_parser() -> argparse.ArgumentParser:
     gui = sub.add_parser("gui", help="open the studio window (the default)")
     gui.add_argument("--anchor", type=Path, help="portrait to load instead of the last one")
 
-    r = sub.add_parser("render", help="render one segment headless to MP4 (H.264 + AAC)")
+    r = sub.add_parser("render", help="render one segment headless to MP4 (H.264 + AAC 48 kHz)")
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the words the presenter says")
     src.add_argument("--script", type=Path, help="a UTF-8 text file with the words")
     src.add_argument("--audio", type=Path, help="a speech recording to lip-sync to")
     r.add_argument("--anchor", type=Path, help="portrait image (default: the built-in astronaut)")
     r.add_argument("--voice", help="TTS voice, e.g. piper:joe or espeak:en-us (see `doctor`)")
-    r.add_argument("--size", type=int, default=512, help="output width and height in pixels (default 512)")
-    r.add_argument("--fps", type=float, default=25.0, help="output frame rate (default 25)")
-    r.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    r.add_argument("--title", default="", help="the lower third's text on a canvas")
     r.add_argument("--out", type=Path, required=True, help="output .mp4 file")
     r.add_argument("--timings", type=Path, help="also write the phone and word timings as JSON")
-    r.add_argument("--seed", type=int, default=0, help="seed of the idle motion (blinks, sway)")
-    r.add_argument("--engine", choices=["neural", "pocketsphinx"], default=DEFAULT_AUDIO_ENGINE.value,
-                   help=f"what turns --audio into mouth motion (default: {DEFAULT_AUDIO_ENGINE.value}; on human "
-                        "speech the neural model beats the pocketsphinx baseline on viseme accuracy and lip closure: "
+    r.add_argument("--audio-engine", choices=[e.value for e in AudioEngine], default=DEFAULT_AUDIO_ENGINE.value,
+                   help=f"what turns --audio into mouth motion (default {DEFAULT_AUDIO_ENGINE.value}: "
                         "resources/models/audio2motion/metrics.json)")
+    _add_picture_args(r)
 
-    lv = sub.add_parser("live", help="headless live mode from the default microphone")
+    lv = sub.add_parser("live", help="headless live mode from the microphone")
     lv.add_argument("--seconds", type=float, default=10.0)
-    lv.add_argument("--out", type=Path)
+    lv.add_argument("--out", type=Path, help="record to this .mp4")
     lv.add_argument("--anchor", type=Path)
-    lv.add_argument("--size", type=int, default=512)
-    lv.add_argument("--fps", type=float, default=25.0)
-    lv.add_argument("--device", default="auto")
     lv.add_argument("--input", help="input device name (default: the system default)")
-    lv.add_argument("--engine", choices=["neural", "pocketsphinx"], default=DEFAULT_AUDIO_ENGINE.value,
-                    help=f"what turns the voice into mouth motion (default: {DEFAULT_AUDIO_ENGINE.value})")
+    lv.add_argument("--audio-engine", choices=[e.value for e in AudioEngine], default=DEFAULT_AUDIO_ENGINE.value,
+                    help=f"what turns the voice into mouth motion (default {DEFAULT_AUDIO_ENGINE.value})")
     lv.add_argument("--motion-thread", action=argparse.BooleanOptionalAction, default=True,
-                    help="neural engine: run the model on its own thread as the audio arrives (default), or inside "
-                         "each frame's step (--no-motion-thread, for comparison)")
-    lv.add_argument("--field-divisor", type=int, default=8, choices=[4, 8, 16],
-                    help="warp field at size / this: 4 = the plain renderer, 8 = pyramidal (default)")
+                    help="neural engine: run the model on its own thread as the audio arrives (default)")
+    _add_picture_args(lv)
 
-    b = sub.add_parser("bench", help="plain vs optimized pipeline, with every optimization's share (JSON + PNG)")
+    b = sub.add_parser("bench", help="the core with each optimization off and on; engines ranked by latency")
     b.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     b.add_argument("--json", type=Path, help="write the results here (and a PNG chart beside it)")
     b.add_argument("--seconds", type=float, help="length of the rundown to run (default: 6 on CPU, 20 on CUDA)")
-    b.add_argument("--size", type=int, help="output size in pixels (default: 384 on CPU, 1080 on CUDA)")
+    b.add_argument("--size", type=int, help="square presenter size (default: 384 on CPU, 1080 on CUDA)")
+    b.add_argument("--canvas", choices=["720p", "1080p"], help="bench a 16:9 canvas instead of the square")
     b.add_argument("--fps", type=float, help="output frame rate (default: 30 on CPU, 60 on CUDA)")
     b.add_argument("--repeats", type=int, help="runs of each configuration; medians are reported (default 3)")
+    b.add_argument("--engine", default="builtin", help="the engine to bench (default builtin)")
     b.add_argument("--program", type=Path, help="a saved program (.npz) instead of text-to-speech")
     b.add_argument("--save-program", type=Path, help="save the program used (.npz) for machines without TTS")
+    b.add_argument("--leaderboard", action="store_true", help="rank every engine that fits on this device")
 
-    c = sub.add_parser("compile", help="build one inference engine into engines/")
-    c.add_argument("--model", required=True)
-    c.add_argument("--backend", required=True)
-    c.add_argument("--precision", default="fp16")
-    c.add_argument("--batch", type=int, default=1)
+    c = sub.add_parser("compile", help="build inference engines into engines/")
+    c.add_argument("--list", action="store_true", help="what can be built here, and what is cached")
+    c.add_argument("--model", help="the engine to compile (see --list)")
+    c.add_argument("--all", action="store_true", help="every engine that fits on this device")
+    c.add_argument("--backend", default="onnxruntime", help="inductor, cuda_graphs, onnxruntime or tensorrt")
+    c.add_argument("--precision", default="fp32", help="fp32, fp16, bf16, fp8, int8 (what the device supports)")
+    c.add_argument("--batch", type=int, default=1, help="batch size of the engine (1, 16, 32, 64)")
+    c.add_argument("--device", default="auto")
 
-    d = sub.add_parser("doctor", help="what this machine offers: GPU, audio devices, voices, encoders, backends")
+    d = sub.add_parser("doctor", help="what this machine offers: GPU, audio devices, voices, encoders, engines")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
     return p
 
@@ -107,9 +126,108 @@ def _stderr_progress(prefix: str = ""):
     return show
 
 
-def _cmd_render(args: argparse.Namespace) -> int:
-    from studio.pipeline.offline import RenderRequest, render_segment
+def core_settings_from(args: argparse.Namespace, live: bool = False):
+    """The core's settings from the picture arguments, validated before any work."""
+    from studio.pipeline.factory import FRAME_RATES, parse_optimizations
+    from studio.pipeline.roles import Layout
+    from studio.pipeline.settings import CoreSettings, Optimization
+    from studio.presenter.renderer import resolve_device
 
+    device = str(resolve_device(args.device))
+    fps = float(args.fps)
+    if fps not in FRAME_RATES:
+        raise InputError(f"--fps {args.fps:g} is not offered: use 25, 30, 50 or 60.")
+    if args.canvas:
+        layout, size, height = Layout.CANVAS, 512, {"720p": 720, "1080p": 1080}[args.canvas]
+    else:
+        layout, height = Layout.SQUARE, 720
+        size = 512 if args.size is None else int(args.size)
+        if not 64 <= size <= 2160 or size % 2:
+            raise InputError(f"--size {size} is out of range: use an even number of pixels from 64 to 2160 (or "
+                             "--canvas 720p / 1080p).")
+    if args.optimizations is None and live:
+        from studio.pipeline.live import live_optimizations
+
+        opts = live_optimizations(device)
+    else:
+        opts = parse_optimizations(args.optimizations, device)
+    stride = 2
+    if args.key_fps:
+        if not 0 < args.key_fps <= fps or abs(fps / args.key_fps - round(fps / args.key_fps)) > 1e-6:
+            raise InputError(f"--key-fps {args.key_fps:g} must divide --fps {fps:g} (e.g. {fps / 2:g} or "
+                             f"{fps / 4:g}).")
+        stride = int(round(fps / args.key_fps))
+    if args.seed < 0:
+        raise InputError(f"--seed {args.seed} is negative: use 0 or a positive whole number.")
+    from studio.pipeline.roles import GENERATORS
+
+    if args.engine not in GENERATORS.names():
+        raise InputError(f"Unknown engine '{args.engine}': use one of {', '.join(GENERATORS.names())}.")
+    if args.weights is not None and not args.weights.is_dir():
+        raise InputError(f"--weights {args.weights} is not a folder: give the engine's release folder.")
+    chunk = 1 if live else 8
+    if live and Optimization.FRAME_INTERPOLATION in opts:
+        chunk = stride
+    return CoreSettings(size_px=size, layout=layout, canvas_height_px=height, fps=fps, device=device,
+                        engine=args.engine, optimizations=opts, key_stride=stride, chunk_frames=chunk,
+                        batch_frames=8, seed=args.seed)
+
+
+def _background(args: argparse.Namespace) -> Path | None:
+    bg = getattr(args, "background", None)
+    if not bg:
+        return None
+    if bg.startswith("#"):
+        return None  # a colour: see _canvas_style
+    path = Path(bg)
+    if not path.is_file():
+        raise InputError(f"--background {bg}: no such image. Give an image file or a colour like #10203a.")
+    return path
+
+
+def _canvas_style(args: argparse.Namespace):
+    from studio.pipeline.post import CanvasStyle
+
+    bg = getattr(args, "background", None)
+    if bg and bg.startswith("#"):
+        try:
+            rgb = tuple(int(bg[i:i + 2], 16) for i in (1, 3, 5))
+            if len(bg) != 7:
+                raise ValueError(bg)
+        except ValueError:
+            raise InputError(f"--background {bg} is not a colour: write it as #RRGGBB, e.g. #10203a.") from None
+        return CanvasStyle(background_rgb=rgb)
+    path = _background(args)
+    return CanvasStyle(background_image=path) if path else None
+
+
+def _check_out(path: Path) -> None:
+    import os
+
+    from studio.errors import OutputPathError
+
+    if path.suffix.lower() != ".mp4":
+        raise InputError(f"The output must be an .mp4 file, got {path.name}: use --out NAME.mp4.")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputPathError(f"The folder {folder} does not exist: create it or choose another --out path.")
+    if not os.access(folder, os.W_OK):
+        raise OutputPathError(f"Cannot write to {folder}: choose a folder you have write permission for.")
+    if path.is_dir():
+        raise OutputPathError(f"{path} is a folder: give a file name ending in .mp4.")
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from studio.pipeline.render import RenderRequest, render_segment
+
+    core = core_settings_from(args)
+    _check_out(args.out)
+    if args.timings is not None:
+        if args.timings.resolve() == args.out.resolve():
+            raise InputError("--timings and --out name the same file: give the timings their own .json name.")
+        if not (args.timings.parent if str(args.timings.parent) else Path(".")).is_dir():
+            raise InputError(f"The folder of --timings {args.timings} does not exist: create it or choose another.")
+    style = _canvas_style(args)
     text = args.text
     if args.script is not None:
         if not args.script.is_file():
@@ -118,9 +236,14 @@ def _cmd_render(args: argparse.Namespace) -> int:
             text = args.script.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"Cannot read {args.script} as UTF-8 text: save the script as plain text.") from exc
+    if text is not None:
+        from studio.speech import check_request
+
+        check_request(text, args.voice)
     req = RenderRequest(out_path=args.out, text=text, audio_path=args.audio, anchor_path=args.anchor,
-                        voice=args.voice, size_px=args.size, fps=args.fps, device=args.device,
-                        timings_path=args.timings, seed=args.seed, audio_engine=args.engine)
+                        voice=args.voice, title=args.title, core=core, timings_path=args.timings,
+                        audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
+                        canvas_background=style.background_image if style else None)
     show = _stderr_progress()
     gen = render_segment(req)
     try:
@@ -130,11 +253,28 @@ def _cmd_render(args: argparse.Namespace) -> int:
     except StopIteration as stop:
         result = stop.value
     rtf = result.real_time_factors()
+    rep = result.report
     sys.stderr.write(
-        f"wrote {result.out_path} ({result.n_frames} frames, {result.audio_duration_s:.2f} s, device {result.device})\n"
+        f"wrote {result.out_path} ({result.n_frames} frames, {result.audio_duration_s:.2f} s, device {result.device}, "
+        f"engine {core.engine}, optimizations {','.join(rep.optimizations) or 'none'})\n"
         + "stage seconds (real-time factor): "
-        + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items()) + "\n"
-    )
+        + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items()) + "\n")
+    return EXIT_OK
+
+
+def _cmd_live(args: argparse.Namespace) -> int:
+    from studio.pipeline.live import print_line, run_live
+
+    seconds = float(args.seconds)
+    if not 0 < seconds <= 24 * 3600:
+        raise InputError(f"--seconds {seconds:g} is out of range: use more than 0 and at most 86400.")
+    core = core_settings_from(args, live=True)
+    if args.out is not None:
+        _check_out(Path(args.out))
+    summary = run_live(core, seconds, out=args.out, input_device=args.input, anchor_path=args.anchor,
+                       audio_engine=AudioEngine(args.audio_engine), motion_thread=args.motion_thread,
+                       say=print_line)
+    print(f"live: {summary.line()}", flush=True)
     return EXIT_OK
 
 
@@ -156,40 +296,22 @@ def _cmd_gui(args: argparse.Namespace) -> int:
     return run_app(anchor=getattr(args, "anchor", None))
 
 
-def _cmd_live(args: argparse.Namespace) -> int:
-    from studio.pipeline.live import run_live_headless
-
-    return run_live_headless(args)
-
-
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+    from studio.bench.harness import run_from_args
 
-    from studio.bench.harness import defaults_for, run_bench
-    from studio.presenter.renderer import resolve_device
-
-    b = defaults_for(str(resolve_device(args.device)))
-    for name, value in (("seconds", args.seconds), ("size_px", args.size), ("fps", args.fps),
-                        ("repeats", args.repeats), ("program", args.program), ("save_program", args.save_program)):
-        if value is not None:
-            b = replace(b, **{name: value})
-    if b.seconds <= 0 or b.repeats < 1 or not 64 <= b.size_px <= 4096 or b.size_px % 2 or not 1 <= b.fps <= 120:
-        raise InputError("bench: use --seconds > 0, --repeats >= 1, an even --size of 64..4096 and --fps of 1..120.")
-    if b.program is not None and not b.program.is_file():
-        raise InputError(f"Program file not found: {b.program}. Make one with --save-program on a machine with TTS.")
-    result = run_bench(b, args.json, progress=lambda m: sys.stderr.write(m + "\n"))
-    sys.stderr.write(f"plain {result['plain_ms_per_frame']:.3f} ms/frame, optimized "
-                     f"{result['optimized_ms_per_frame']:.3f} ms/frame: compute saved "
-                     f"{100 * result['compute_saved']:.1f}%" + (f"; wrote {args.json}" if args.json else "") + "\n")
-    return EXIT_OK
+    return run_from_args(args)
 
 
-def _cmd_unavailable(args: argparse.Namespace) -> int:
-    raise StudioError(f"`{args.command}` is not part of this build yet: see the project's open issues.")
+def _cmd_compile(args: argparse.Namespace) -> int:
+    try:
+        from studio.compile.cli import run_compile
+    except ImportError as exc:
+        raise StudioError(f"The compiler is not part of this build: {exc}.") from exc
+    return run_compile(args)
 
 
 COMMANDS = {"render": _cmd_render, "doctor": _cmd_doctor, "gui": _cmd_gui, "live": _cmd_live,
-            "bench": _cmd_bench, "compile": _cmd_unavailable}
+            "bench": _cmd_bench, "compile": _cmd_compile}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except MemoryError:
+        log.exception("out of memory in %s", command)
+        sys.stderr.write("error: the machine ran out of memory: choose a smaller --size or a shorter input.\n")
+        return EXIT_USER
     except Exception as exc:  # the last line of defence: log the traceback, say one line
         from studio.paths import data_dir
 

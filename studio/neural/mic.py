@@ -52,6 +52,8 @@ class NeuralMicMotionSource(SievedMicSource):
         if self.rate_hz != SAMPLE_RATE_HZ:
             raise ValueError(f"ring rate {self.rate_hz} Hz: the model wants {SAMPLE_RATE_HZ} Hz")
         self.engine = engine or default_engine()
+        self.kv_cache = True  # the session's options (the core's KV_CACHE and SILENCE_SIEVE flags)
+        self.skip_silence = False
         self._processed = self._lost = self._frames = self._missing = 0
         self._delays_ms: collections.deque[float] = collections.deque(maxlen=4096)
         self._model_ms: collections.deque[float] = collections.deque(maxlen=4096)  # model time per frame made
@@ -80,7 +82,8 @@ class NeuralMicMotionSource(SievedMicSource):
 
     def _restart(self, sample: int) -> None:
         self._cursor = self._start = self._model_cursor = int(sample)
-        self._session = self.engine.session(stride_mel=_STRIDE_MEL, fingerprints=False)
+        self._session = self.engine.session(stride_mel=_STRIDE_MEL, fingerprints=False, kv_cache=self.kv_cache,
+                                            skip_silence=self.skip_silence)
         self._mouth: collections.deque[np.ndarray] = collections.deque(maxlen=_KEEP_FRAMES)
         self._first_kept = 0  # session frame index of self._mouth[0]
 
@@ -91,6 +94,26 @@ class NeuralMicMotionSource(SievedMicSource):
         (tests/unit/test_neural_mic.py checks it against the session). A stream's first frame waits 40 ms more, for
         the first full encoder window."""
         return FRAME_REACH / self.rate_hz + 0.010
+
+    def set_options(self, kv_cache: bool, skip_silence: bool) -> None:
+        """Switch the model's KV cache / silence skipping; a new stream starts from the newest audio."""
+        with self._lock:
+            if (kv_cache, skip_silence) != (self.kv_cache, self.skip_silence):
+                self.kv_cache, self.skip_silence = kv_cache, skip_silence
+                self._restart(self.ring.total_written)
+
+    def cache_nbytes(self) -> int:
+        """Bytes the model's KV cache holds now (constant with the cache; the growing history without it)."""
+        with self._lock:
+            s = self._session
+            if s.kv_cache:
+                return s.cache_nbytes()
+            return int(sum(a.nbytes + b.nbytes for a, b in s._history))
+
+    def step_ms(self) -> float:
+        """Mean time of the model's steps in the current stream (ms); nan before the first."""
+        s = self._session
+        return s.step_ms_total / s.steps if s.steps else float("nan")
 
     def skip_to(self, sample: int) -> None:
         """Ignore the audio before ``sample``: a new stream starts there (cache and all)."""

@@ -101,6 +101,8 @@ class Chunk:
     heard_ns: np.ndarray | None = None  # K int64: monotonic ns when the sound slot k shows arrived (microphone)
     seg_start: bool = False  # the first chunk of a new program item: no keyframe is carried over from before
     created_ns: int = 0  # monotonic ns when the source made it
+    items: tuple = ()  # program items overlapping the chunk (script / file sources; the motion source reads them)
+    optimizations: frozenset = frozenset()  # the flags this chunk is produced with (set by the core)
     # stage A
     coeffs: np.ndarray | None = None  # K x N_COEFFS float32
     speaking: np.ndarray | None = None  # K bool (the silence sieve's decision; all True without the sieve)
@@ -130,6 +132,7 @@ class ProgramBatch:
     on_air: OnAir = OnAir()
     heard_ns: np.ndarray | None = None  # microphone: when the sound each frame shows arrived
     device_frames: "torch.Tensor | None" = None  # K x 3 x H x W 0..255 on the GPU, for encoders that take it there
+    nv12: np.ndarray | None = None  # K x (H * 3 / 2) x W uint8 NV12 (host), converted on the GPU (GPU_ENCODE)
     finished_ns: int = 0  # monotonic ns when stage C finished the batch
 
 
@@ -327,6 +330,7 @@ class Output(abc.ABC):
     """Frames and audio leave the core (see the module docstring)."""
 
     name: ClassVar[str] = "output"
+    needs_rgb: ClassVar[bool] = True  # False: the output takes NV12 alone (``ProgramBatch.nv12``), saving a copy
 
     def open(self, fmt: ProgramFormat) -> None:
         self.fmt = fmt

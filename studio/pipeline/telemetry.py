@@ -225,6 +225,7 @@ class TelemetrySample:
     gpu_mem_mb: float = math.nan  # nan: no GPU
     caches: dict[str, CacheRate] = field(default_factory=dict)
     compute: ComputeSaved | None = None
+    extra: dict[str, float] = field(default_factory=dict)  # other measured figures (model ms, KV cache bytes, ...)
 
 
 def stage_timing(values_ms: Iterable[float]) -> StageTiming:

@@ -1,6 +1,6 @@
 """The only door between the Qt front end and the presenter runtime.
 
-The runtime's blocking loop runs in a QThread; commands go in through ``send`` (a queue put, never blocks); events
+The studio runtime's blocking control loop runs in a QThread; commands go in through ``send`` (a queue put, never blocks); events
 come back as a Qt signal, which Qt delivers on the GUI thread (the signal is emitted from runtime threads, so the
 connection is queued). Frames and telemetry are pulled by the window's timer through ``runtime``.
 """
@@ -11,13 +11,14 @@ import logging
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from studio.pipeline.runtime import Command, Event, PresenterRuntime, RuntimeSettings, Shutdown
+from studio.pipeline.commands import Command, Event, Shutdown
+from studio.pipeline.studio import StudioRuntime, StudioSettings
 
 log = logging.getLogger(__name__)
 
 
 class _RuntimeThread(QThread):
-    def __init__(self, runtime: PresenterRuntime) -> None:
+    def __init__(self, runtime: StudioRuntime) -> None:
         super().__init__()
         self.setObjectName("presenter-runtime")
         self.runtime = runtime
@@ -34,9 +35,9 @@ class RuntimeBridge(QObject):
 
     event = Signal(object)
 
-    def __init__(self, settings: RuntimeSettings | None = None, parent: QObject | None = None) -> None:
+    def __init__(self, settings: StudioSettings | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.runtime = PresenterRuntime(settings, on_event=self._forward)
+        self.runtime = StudioRuntime(settings, on_event=self._forward)
         self._thread = _RuntimeThread(self.runtime)
 
     def _forward(self, event: Event) -> None:  # runtime threads

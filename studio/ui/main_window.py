@@ -20,7 +20,8 @@ from PySide6.QtWidgets import (
 from studio.audio.capture import list_input_devices
 from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.paths import data_dir
-from studio.pipeline import runtime as rt
+from studio.pipeline import commands as rt
+from studio.pipeline.studio import StudioSettings
 from studio.pipeline.rundown import load_user_rundown, save_rundown
 from studio.pipeline.telemetry import ClockSource, RuntimeState, StallMeter, TelemetrySnapshot
 from studio.ui import theme
@@ -75,7 +76,7 @@ def _label(text: str = "", role: str | None = None, wrap: bool = True) -> QLabel
 class MainWindow(QMainWindow):
     """See the module docstring. ``runtime_settings`` lets tests pick a small frame size or no audio output."""
 
-    def __init__(self, anchor: Path | None = None, runtime_settings: rt.RuntimeSettings | None = None,
+    def __init__(self, anchor: Path | None = None, runtime_settings: StudioSettings | None = None,
                  settings: QSettings | None = None) -> None:
         super().__init__()
         self.settings = settings or studio_settings()

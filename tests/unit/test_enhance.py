@@ -127,3 +127,32 @@ def test_quality_metrics():
     noisy = (a + 8 * torch.randn_like(a)).clamp(0, 255)
     assert 20 < psnr(noisy, a) < 40 and ssim(noisy, a) < 0.999
     assert psnr(noisy, a, (0, 16, 0, 16)) < 60
+
+
+def test_causal_keys_count_back_from_the_last_frame():
+    from studio.enhance.interp import key_positions
+
+    assert key_positions(np.full(5, 2), have_carry=True).tolist() == [True, False, True, False, True]
+    assert key_positions(np.full(4, 2), have_carry=True).tolist() == [False, True, False, True]
+    assert key_positions(np.full(4, 2), have_carry=False).tolist() == [True, True, False, True]
+    assert key_positions(np.array([4, 4, 4, 4, 4, 4]), have_carry=True).tolist() == [False, True, False, False,
+                                                                                        False, True]
+
+
+def test_causal_spans_match_generated_keyframes_and_carry_on(module):
+    """Two spans rendered causally: keyframes are the generated frames, in-betweens close to them, and the second span
+    interpolates from the first span's carried last keyframe."""
+    from studio.bench.renderer_speed import _motion
+
+    c = torch.tensor(_motion(8)) * 0.3
+    with torch.inference_mode():
+        ref = module(c).clamp(0, 255)
+        interp = MotionSpaceInterpolator(module, max_error_px=100.0)
+        a, carry = interp.render_causal(c[:4], np.full(4, 2), None)
+        b, carry2 = interp.render_causal(c[4:], np.full(4, 2), carry)
+    out = torch.cat([a, b]).clamp(0, 255)
+    assert out.shape[0] == 8
+    assert torch.equal(out[[0, 1, 3, 5, 7]], ref[[0, 1, 3, 5, 7]])  # keys: 0 (no carry), then every 2nd from the end
+    assert interp.frames_interpolated == 3  # frames 2, 4 (from the carry) and 6
+    assert psnr(out[[2, 4, 6]], ref[[2, 4, 6]]) > 35.0
+    assert torch.equal(carry2.landmarks, module.landmarks(c[7:])[0])

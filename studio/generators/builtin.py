@@ -1,0 +1,172 @@
+"""The built-in presenter engine as a generator: the landmark-mesh warp renderer (``studio.presenter.renderer``).
+
+It needs no downloaded weights, renders at any size, and can re-render in-between frames from interpolated warp
+fields (motion-space interpolation, ``render_span``). Its pyramidal route is a low-resolution warp field
+(``field_divisor`` 8: the field at size / 8 instead of size / 4) sampling the full-resolution portrait. With CUDA graphs
+the field, the composite and the whole frame are captured per batch size and replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from studio.enhance.interp import Carry, MotionSpaceInterpolator, max_error_px
+from studio.errors import RenderError
+from studio.pipeline.roles import (GENERATORS, CompileTarget, Generator, GeneratorInfo, GeneratorSettings,
+                                   InterpolationKind)
+from studio.presenter.coeffs import N_COEFFS
+
+log = logging.getLogger(__name__)
+
+PLAIN_FIELD_DIVISOR = 4  # the renderer's own field: size / 4 (46 dB PSNR against a full-resolution field)
+
+
+class Graphed:
+    """A CUDA-graph version of ``fn(*tensors)`` for a fixed batch: inputs are copied into static buffers (padded by
+    repeating the last row), the graph replays, outputs are sliced and cloned."""
+
+    def __init__(self, fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda.Stream) -> None:
+        self.static_in = [e.clone() for e in examples]
+        self.batch = examples[0].shape[0]
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm-up (allocator, lazy init) off the default stream
+                fn(*self.static_in)
+        stream.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, stream=stream):
+            out = fn(*self.static_in)
+        self.static_out = out if isinstance(out, tuple) else (out,)
+        self.single = not isinstance(out, tuple)
+
+    def __call__(self, *inputs: torch.Tensor):
+        n = inputs[0].shape[0]
+        outs = []
+        for i in range(0, n, self.batch):
+            part = [x[i:i + self.batch] for x in inputs]
+            k = part[0].shape[0]
+            for buf, x in zip(self.static_in, part):
+                buf[:k].copy_(x)
+                if k < self.batch:
+                    buf[k:].copy_(x[-1:].expand(self.batch - k, *x.shape[1:]))
+            self.graph.replay()
+            outs.append([o[:k].clone() for o in self.static_out])
+        res = tuple(torch.cat([o[j] for o in outs]) if len(outs) > 1 else outs[0][j]
+                    for j in range(len(self.static_out)))
+        return res[0] if self.single else res
+
+
+class _GraphedInterpolator(MotionSpaceInterpolator):
+    def __init__(self, module, max_err: float, field_graph: Graphed, compose_graph: Graphed) -> None:
+        super().__init__(module, max_err)
+        self._field, self._compose = field_graph, compose_graph
+
+    def warp_field(self, coeffs):
+        return self._field(coeffs)
+
+    def compose(self, coeffs, grid, mask):
+        return self._compose(coeffs, grid, mask)
+
+
+class BuiltinGenerator(Generator):
+    """See the module docstring. ``field_divisor``: 4 = the plain renderer, 8 = the pyramidal route."""
+
+    info = GeneratorInfo(
+        name="builtin", label="Built-in presenter (mesh warp)", family="landmark mesh warp + synthesized mouth",
+        native_px=0, pyramidal_px=0, audio=None, interpolation=InterpolationKind.MOTION_SPACE,
+        batch_sizes=(1, 4, 8, 16, 32, 64), compile_backends=("inductor", "cuda_graphs", "onnxruntime", "tensorrt"),
+        weights=(), licence="ours (no third-party weights)")
+
+    def __init__(self, field_divisor: int = PLAIN_FIELD_DIVISOR, max_interp_error_px_at_512: float = 2.0) -> None:
+        super().__init__()
+        self.twin = False  # nothing to download: always the real engine
+        self.field_divisor = field_divisor
+        self.max_err_at_512 = max_interp_error_px_at_512
+        self.module = None
+        self._forward: Callable | None = None
+        self.interp: MotionSpaceInterpolator | None = None
+
+    @property
+    def label(self) -> str:
+        return self.info.label
+
+    def open(self, anchor, settings: GeneratorSettings) -> None:
+        from studio.presenter.renderer import WarpRenderer, resolve_device
+
+        self.settings = settings
+        self.device = resolve_device(settings.device)
+        s = settings.size_px
+        field = max(16, s // self.field_divisor) if self.field_divisor != PLAIN_FIELD_DIVISOR else max(64, s // 4)
+        try:
+            self.module = WarpRenderer(anchor, s, field, newton_steps=3).to(self.device).eval()
+        except torch.cuda.OutOfMemoryError as exc:
+            raise RenderError("The GPU ran out of memory preparing the presenter: choose a smaller size.") from exc
+        self.field_px = field
+        self._forward = self.module
+        err = max_error_px(self.max_err_at_512, s)
+        self.interp = MotionSpaceInterpolator(self.module, err)
+        if settings.cuda_graphs:
+            if self.device.type != "cuda":
+                raise RenderError("CUDA graphs need a CUDA device.")
+            self._capture(err)
+
+    def _capture(self, err: float) -> None:
+        m = self.module
+        m.static_shapes = True
+        b = self.settings.batch_frames
+        c = torch.zeros((b, N_COEFFS), device=self.device)
+        stream = torch.cuda.Stream(self.device)
+        with torch.inference_mode():
+            grid, mask = m.warp_field(c)
+            field_graph = Graphed(m.warp_field, (c,), stream)
+            compose_graph = Graphed(m.compose, (c, grid, mask), stream)
+            self._forward = Graphed(m.forward, (c,), stream)
+        self.interp = _GraphedInterpolator(m, err, field_graph, compose_graph)
+
+    @torch.inference_mode()
+    def generate(self, coeffs: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
+        """B x N_COEFFS -> B x 3 x S x S in 0..255 (not clamped), in batches of ``batch_frames``."""
+        bs = self.settings.batch_frames
+        n = coeffs.shape[0]
+        try:
+            if n <= bs:
+                return self._forward(coeffs)
+            return torch.cat([self._forward(coeffs[i:i + bs]) for i in range(0, n, bs)])
+        except torch.cuda.OutOfMemoryError as exc:
+            raise RenderError("The GPU ran out of memory while rendering: lower the batch size or the size.") from exc
+
+    @torch.inference_mode()
+    def render_span(self, coeffs: torch.Tensor, strides: np.ndarray, carry: Carry | None
+                    ) -> tuple[torch.Tensor, Carry]:
+        """Motion-space keyframes + interpolation over a span (``MotionSpaceInterpolator.render_causal``)."""
+        return self.interp.render_causal(coeffs, strides, carry)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(frames generated in full, interpolated, fallen back to full) by ``render_span`` so far."""
+        i = self.interp
+        return (i.frames_full, i.frames_interpolated, i.frames_fallback) if i is not None else (0, 0, 0)
+
+    def compile_targets(self) -> list[CompileTarget]:
+        if self.module is None:
+            return []
+        c = torch.zeros((self.settings.batch_frames, N_COEFFS), device=self.device)
+        return [CompileTarget("renderer", self.module, (c,), dynamic_batch=True)]
+
+    def install_engine(self, name: str, fn: Callable) -> None:
+        if name != "renderer":
+            super().install_engine(name, fn)
+        self._forward = fn
+
+    def close(self) -> None:
+        self.module = None
+        self.interp = None
+        self._forward = None
+
+
+@GENERATORS.register("builtin")
+def _make(**kwargs) -> BuiltinGenerator:
+    return BuiltinGenerator(**kwargs)

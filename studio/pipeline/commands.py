@@ -1,0 +1,212 @@
+"""What the studio window and the studio runtime say to each other: command objects in, frozen events out."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+from studio.audio.settings import AudioEngine
+from studio.pipeline.rundown import Segment
+from studio.pipeline.telemetry import ClockSource, RuntimeState
+from studio.speech.types import VoiceInfo, WordTiming
+
+
+class PreviewMode(enum.Enum):
+    """What drives the presenter."""
+
+    SCRIPT = "script"  # the rundown, spoken by text-to-speech (idles between segments)
+    MICROPHONE = "microphone"  # the person at the selected microphone, live
+
+
+# -- commands (UI -> runtime) -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LoadAnchor:
+    path: Path | None  # None = the built-in portrait
+
+
+@dataclass(frozen=True)
+class GoLive:
+    segments: tuple[Segment, ...]
+    rundown_rows: tuple[int, ...] = ()  # the rundown row of each segment (reported back for the teleprompter)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop speaking now; the presenter goes back to idling."""
+
+
+@dataclass(frozen=True)
+class SetPaused:
+    paused: bool
+
+
+@dataclass(frozen=True)
+class StartRecording:
+    folder: Path
+
+
+@dataclass(frozen=True)
+class StopRecording:
+    pass
+
+
+@dataclass(frozen=True)
+class SetVoice:
+    voice: str  # used for segments whose voice is empty
+
+
+@dataclass(frozen=True)
+class SetMicrophone:
+    name: str | None  # None = system default; "" = no microphone
+
+
+@dataclass(frozen=True)
+class SetMode:
+    mode: PreviewMode
+
+
+@dataclass(frozen=True)
+class SetAudioEngine:
+    """What turns the microphone's voice into mouth motion (the microphone mode restarts with it when running)."""
+
+    engine: AudioEngine
+
+
+@dataclass(frozen=True)
+class RecoverRecordings:
+    folder: Path
+
+
+@dataclass(frozen=True)
+class SetOptimizations:
+    """The core's optimization flags (the HUD's pills); applied from the next chunk."""
+
+    optimizations: frozenset
+
+
+@dataclass(frozen=True)
+class SetFormat:
+    """The program picture: the core's settings (size or canvas, frame rates, engine, device); refused while on air
+    or recording, applied when idle."""
+
+    settings: object  # studio.pipeline.settings.CoreSettings
+    background: Path | None = None  # canvas background image (None: the plain colour)
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    pass
+
+
+Command = Union[LoadAnchor, GoLive, Stop, SetPaused, StartRecording, StopRecording, SetVoice, SetMicrophone,
+                SetMode, SetAudioEngine, RecoverRecordings, SetOptimizations, SetFormat, Shutdown]
+
+
+# -- events (runtime -> UI) -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AnchorProgress:
+    fraction: float
+    message: str
+
+
+@dataclass(frozen=True)
+class AnchorLoaded:
+    name: str
+    path: Path | None
+
+
+@dataclass(frozen=True)
+class AnchorFailed:
+    path: Path | None
+    message: str
+    kept_anchor: str  # name of the anchor still on air, "" if none
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    state: RuntimeState
+
+
+@dataclass(frozen=True)
+class AudioOutputStatus:
+    clock_source: ClockSource
+    message: str  # device name, or why there is no audio output
+
+
+@dataclass(frozen=True)
+class VoicesListed:
+    voices: tuple[VoiceInfo, ...]
+
+
+@dataclass(frozen=True)
+class MicrophoneStatus:
+    ok: bool
+    device_name: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ModeChanged:
+    requested: PreviewMode
+    active: PreviewMode  # the mode in effect: SCRIPT (idling) when the microphone mode cannot run
+    message: str  # "" when ``active == requested``; else why not, in words for the producer
+
+
+@dataclass(frozen=True)
+class SegmentStarted:
+    rundown_row: int
+    text: str
+    words: tuple[WordTiming, ...]
+
+
+@dataclass(frozen=True)
+class SegmentFailed:
+    rundown_row: int
+    message: str
+
+
+@dataclass(frozen=True)
+class RundownFinished:
+    pass
+
+
+@dataclass(frozen=True)
+class RecordingStarted:
+    path: Path
+
+
+@dataclass(frozen=True)
+class RecordingStopped:
+    path: Path
+    duration_s: float
+    frames_repeated: int  # slots where the recorder repeated the previous picture (renderer or encoder behind)
+
+
+@dataclass(frozen=True)
+class RecordingFailed:
+    message: str
+
+
+@dataclass(frozen=True)
+class RecordingsRecovered:
+    paths: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class FormatChanged:
+    settings: object  # the CoreSettings now in effect
+    message: str  # "" when applied as asked; else why not
+
+
+@dataclass(frozen=True)
+class Error:
+    message: str
+
+
+Event = Union[AnchorProgress, AnchorLoaded, AnchorFailed, StateChanged, AudioOutputStatus, VoicesListed,
+              MicrophoneStatus, ModeChanged, SegmentStarted, SegmentFailed, RundownFinished, RecordingStarted, RecordingStopped,
+              RecordingFailed, RecordingsRecovered, FormatChanged, Error]

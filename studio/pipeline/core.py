@@ -1,0 +1,727 @@
+"""The pipeline core: the one frame loop every mode runs (the studio's script and microphone modes, ``render``,
+``live`` and ``bench``).
+
+Three stages on one frame clock (``studio.pipeline.roles`` has the contract):
+- stage A (``motion``): the source's next chunk of frame slots with its audio; the motion source's coefficients; the
+  silence sieve's decision and the keyframe stride per slot; the generator's audio features (behind the fingerprint
+  cache);
+- stage B (``generate``): frames on the device: every slot (plain), or keyframes + motion-space in-betweens (the
+  built-in engine re-renders them from interpolated warp fields), at the plain or the pyramidal size, eager or as CUDA
+  graphs;
+- stage C (``post``): RIFE in-betweens for flow-interpolated engines, super-resolution to the presenter's size, the
+  16:9 canvas, colour conversion (NV12 on the GPU with GPU_ENCODE), then every output.
+Without ASYNC_PIPELINE the stages run one after the other on the calling thread; with it, stages A and B run on
+threads of their own behind bounded blocking queues (on CUDA generation and post-processing on separate streams,
+ordered by events), so chunk t+1's motion, chunk t's generation and chunk t-1's post-processing overlap.
+
+Why the queues block instead of dropping: a chunk carries the program audio of its span, which no output may lose.
+A live source that falls behind skips frame slots instead (counted as dropped: ``Chunk.skipped``), and an output that
+falls behind drops frames (counted) and keeps the audio.
+
+Measuring what the optimizations save (``CoreSettings.measure_baseline``, the HUD's figures): one chunk in
+``baseline_every`` is produced as a baseline variant - every optimization off ("plain"), or all but one of the active
+generation flags ("minus:<flag>") in rotation - and the cost of each chunk (stage times per output frame, GPU time by
+events on CUDA) is kept per variant. Compute saved = (plain - actual) / plain, and each flag's share =
+(minus:flag - actual) / plain, all measured on this machine in this run. Baseline chunks are real program frames.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from studio.errors import RenderError, StudioError
+from studio.pipeline.roles import (Chunk, Generator, GeneratorSettings, InterpolationKind, Layout, MotionSource,
+                                   Output, Pacing, ProgramBatch, ProgramFormat, Source)
+from studio.pipeline.settings import CoreSettings, Optimization
+from studio.pipeline.telemetry import (CacheRate, ComputeSaved, OptimizationShare, OptimizationStatus, StageTiming,
+                                       TelemetryBus, TelemetrySample, stage_timing)
+
+log = logging.getLogger(__name__)
+
+O = Optimization
+GENERATION_FLAGS = (O.PYRAMIDAL, O.FRAME_INTERPOLATION, O.SILENCE_SIEVE, O.CUDA_GRAPHS, O.GPU_ENCODE)
+_WINDOW = 120  # chunks of history for the live figures
+
+
+# -- generators at the sizes and forms the flags ask for -------------------------------------------------------------
+
+class GeneratorPool:
+    """The generator in each form the core may ask for: plain or pyramidal, eager or graphed. Made on first use and
+    kept; all share the anchor and the device."""
+
+    def __init__(self, engine: str, anchor, settings: CoreSettings, presenter_px: int,
+                 weights_dir=None, on_open: Callable[[Generator, tuple[bool, bool]], None] | None = None) -> None:
+        from studio.pipeline.roles import GENERATORS
+
+        self.engine = engine
+        self.anchor = anchor
+        self.s = settings
+        self.presenter_px = presenter_px
+        self.weights_dir = weights_dir
+        self._factory = GENERATORS.get(engine)
+        self._gens: dict[tuple[bool, bool], Generator] = {}
+        self._lock = threading.Lock()
+        self._on_open = on_open
+        self.info = self.get(False, False).info
+
+    def size_for(self, pyramidal: bool) -> int:
+        """The size a generator form renders at."""
+        info = getattr(self, "info", None)
+        if info is None or info.name == "builtin":
+            return self.presenter_px  # the built-in's pyramidal route is its low-resolution warp field
+        if pyramidal:
+            return info.pyramidal_px or max(64, self.presenter_px // 2)
+        return info.native_px or self.presenter_px
+
+    def get(self, pyramidal: bool, graphs: bool) -> Generator:
+        key = (pyramidal, graphs)
+        with self._lock:
+            gen = self._gens.get(key)
+            if gen is not None:
+                return gen
+            kwargs = {}
+            if self.engine == "builtin":
+                kwargs = {"field_divisor": self.s.field_divisor if pyramidal else 4,
+                          "max_interp_error_px_at_512": self.s.max_interp_error_px_at_512}
+            gen = self._factory(**kwargs)
+            size = self.size_for(pyramidal) if hasattr(self, "info") else (
+                self.presenter_px if self.engine == "builtin" else 0)
+            if not size:  # first generator of a heavy engine: its info decides the size
+                size = gen.info.pyramidal_px if pyramidal and gen.info.pyramidal_px else (
+                    gen.info.native_px or self.presenter_px)
+            gen.open(self.anchor, GeneratorSettings(
+                device=self.s.device, size_px=size, precision=self.s.precision, batch_frames=self.s.batch_frames,
+                weights_dir=self.weights_dir, cuda_graphs=graphs, seed=self.s.seed))
+            if self._on_open is not None:
+                self._on_open(gen, key)
+            self._gens[key] = gen
+            return gen
+
+    def forms(self) -> dict[tuple[bool, bool], Generator]:
+        with self._lock:
+            return dict(self._gens)
+
+    def close(self) -> None:
+        with self._lock:
+            for g in self._gens.values():
+                g.close()
+            self._gens.clear()
+
+
+# -- the report -----------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CoreReport:
+    """What one run measured; the bench, the drivers and the HUD read the same fields."""
+
+    optimizations: tuple[str, ...]
+    n_frames: int  # program frame slots covered (produced + dropped)
+    frames_produced: int
+    frames_dropped: int  # slots skipped by the source because the loop fell behind
+    wall_s: float
+    ms_per_frame: float  # wall time per produced frame
+    stages: dict[str, StageTiming]  # per chunk (CUDA: GPU time by events for generate / post)
+    cost_ms_per_frame: float  # median sum of the stage costs per output frame
+    queue_depth_max: dict[str, int]
+    frames_full: int
+    frames_interpolated: int
+    frames_fallback: int
+    silent_frames: int
+    gpu_mem_peak_mb: float
+    stop_reason: str  # "end of program", "stopped", or the error
+    outputs: dict[str, object] = field(default_factory=dict)  # each output's close() result
+
+
+class _Queue:
+    """A bounded blocking FIFO (see the module docstring for why it never drops); records its deepest level."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._q: deque = deque()
+        self._cv = threading.Condition()
+        self.maxsize = maxsize
+        self.max_depth = 0
+
+    def put(self, item, stop: threading.Event | None = None) -> None:
+        with self._cv:
+            while len(self._q) >= self.maxsize:
+                self._cv.wait(0.05)
+            self._q.append(item)
+            self.max_depth = max(self.max_depth, len(self._q))
+            self._cv.notify_all()
+
+    def get(self):
+        with self._cv:
+            while not self._q:
+                self._cv.wait()
+            item = self._q.popleft()
+            self._cv.notify_all()
+            return item
+
+    @property
+    def depth(self) -> int:
+        with self._cv:
+            return len(self._q)
+
+
+_DONE = object()
+
+
+class Core:
+    """The one frame loop (module docstring). Build it with ``studio.pipeline.factory``; call ``run`` on the thread
+    that owns the models; ``set_optimizations`` and the output list may change while it runs."""
+
+    def __init__(self, source: Source, motion: MotionSource, generators: GeneratorPool, outputs: list[Output],
+                 settings: CoreSettings, bus: TelemetryBus | None = None, canvas_style=None,
+                 features=None, bus_source: str = "core") -> None:
+        self.source = source
+        self.motion = motion
+        self.pool = generators
+        self.s = settings
+        self.bus = bus
+        self.bus_source = bus_source
+        self.features = features  # studio.pipeline.features.FeatureStage for audio-driven engines, or None
+        self.device = torch.device(settings.device)
+        self.cuda = self.device.type == "cuda"
+        w, h = settings.output_size
+        presenter = generators.presenter_px
+        self.fmt = ProgramFormat(width=w, height=h, fps=settings.fps, layout=settings.layout, presenter_px=presenter)
+        self._outputs: list[Output] = list(outputs)
+        self._outputs_lock = threading.Lock()
+        self._opts = settings.optimizations
+        self._opts_lock = threading.Lock()
+        self._canvas_style = canvas_style
+        self.gen_stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.post_stream = torch.cuda.Stream(self.device) if self.cuda else None
+        # state carried from chunk to chunk
+        self._carry = None  # built-in: the last keyframe's warp field (studio.enhance.interp.Carry)
+        self._last_slot = -2
+        self._chunks_made = 0
+        self._rotation = 0
+        self._sieve = None
+        self._sieve_buf = np.zeros(0, np.float32)
+        self._sieve_pos = 0  # analysis sample of _sieve_buf[0]
+        self._sieve_flags: deque[tuple[int, bool]] = deque(maxlen=4096)  # (frame start sample, speaking)
+        self._flow = None
+        self._upscalers: dict[int, object] = {}
+        self._canvas = None
+        # measurements
+        self._stage_ms: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate", "post")}
+        self._cost: dict[str, deque[float]] = {}  # variant -> cost per frame of each chunk (ms)
+        self._stage_per_frame: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate",
+                                                                                             "post")}
+        self._all_stage_ms: dict[str, list[float]] = {"motion": [], "generate": [], "post": []}
+        self._queues: dict[str, _Queue] = {}
+        self.produced = self.dropped = self.silent_frames = 0
+        self.frames_full = self.frames_interpolated = self.frames_fallback = 0
+        self._cost_s_per_frame = 0.02
+        self._stop = threading.Event()
+        self.failed_outputs: list[tuple[Output, str]] = []  # outputs taken out of the program, and why
+        self._started_s = time.monotonic()
+
+    # -- control (any thread) ------------------------------------------------------------------------------------
+
+    @property
+    def optimizations(self) -> frozenset[Optimization]:
+        with self._opts_lock:
+            return self._opts
+
+    def set_optimizations(self, opts: frozenset[Optimization]) -> None:
+        """Switch flags from the next chunk on (ASYNC_PIPELINE takes effect at the next ``run``)."""
+        opts = frozenset(opts)
+        if O.CUDA_GRAPHS in opts and not self.cuda:
+            opts = opts - {O.CUDA_GRAPHS}
+        with self._opts_lock:
+            self._opts = opts
+        for key in [k for k in self._cost if k.startswith("minus:")]:
+            self._cost.pop(key, None)
+
+    def add_output(self, out: Output) -> None:
+        out.open(self.fmt)
+        with self._outputs_lock:
+            self._outputs.append(out)
+
+    def remove_output(self, out: Output) -> object:
+        with self._outputs_lock:
+            if out in self._outputs:
+                self._outputs.remove(out)
+        return out.close()
+
+    def outputs(self) -> list[Output]:
+        with self._outputs_lock:
+            return list(self._outputs)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- stage A ----------------------------------------------------------------------------------------------------
+
+    def _variant(self, opts: frozenset[Optimization]) -> tuple[frozenset[Optimization], bool, str]:
+        """The flags of the next chunk: normal, or an interleaved baseline variant (see the module docstring)."""
+        self._chunks_made += 1
+        if not self.s.measure_baseline or self._chunks_made % max(2, self.s.baseline_every):
+            return opts, False, ""
+        variants = ["plain"] + [f"minus:{o.value}" for o in GENERATION_FLAGS if o in opts]
+        v = variants[self._rotation % len(variants)]
+        self._rotation += 1
+        if v == "plain":
+            return opts - set(GENERATION_FLAGS), True, ""
+        flag = Optimization(v.split(":", 1)[1])
+        return opts - {flag}, False, flag.value
+
+    def _stage_a(self, stop: threading.Event) -> Chunk | None:
+        pace = Pacing(max_frames=self.s.chunk_frames, cost_s_per_frame=self._cost_s_per_frame, stop=stop)
+        chunk = self.source.next_chunk(pace)
+        if chunk is None:
+            return None
+        t0 = time.perf_counter()
+        opts, plain, minus = self._variant(self.optimizations)
+        chunk.optimizations, chunk.plain, chunk.baseline_of = opts, plain, minus
+        chunk.coeffs = np.ascontiguousarray(self.motion.motion(chunk), np.float32)
+        k = chunk.n
+        stride = np.full(k, self.s.key_stride if O.FRAME_INTERPOLATION in opts else 1, np.int64)
+        speaking = None
+        if O.SILENCE_SIEVE in opts or self.s.measure_baseline:
+            speaking = self.motion.speaking(chunk)
+            if speaking is None:
+                speaking = self._sieve_speaking(chunk)
+        chunk.speaking = speaking if speaking is not None else np.ones(k, bool)
+        if O.SILENCE_SIEVE in opts:
+            silent = ~chunk.speaking
+            self.silent_frames += int(silent.sum())
+            stride[silent] = np.maximum(stride[silent], self.s.silent_key_stride)
+        chunk.strides = stride
+        if self.features is not None:
+            chunk.features = self.features.features(chunk, cache=O.AUDIO_CACHE in opts)
+        chunk.timings_ms["motion"] = (time.perf_counter() - t0) * 1e3
+        return chunk
+
+    def _sieve_speaking(self, chunk: Chunk) -> np.ndarray:
+        """The silence sieve (RMS gate + Silero VAD with hangover) over the chunk's analysis audio, per slot."""
+        from studio.audio.sieve import SilenceSieve
+
+        if self._sieve is None:
+            self._sieve = SilenceSieve()
+        n = self._sieve.settings.frame_samples
+        if chunk.analysis_start != self._sieve_pos + len(self._sieve_buf):  # a jump (new source): start over
+            self._sieve_buf = np.zeros(0, np.float32)
+            self._sieve_pos = chunk.analysis_start
+            self._sieve.reset()
+        buf = np.concatenate([self._sieve_buf, chunk.analysis]) if len(self._sieve_buf) else chunk.analysis
+        m = len(buf) // n
+        for i in range(m):
+            self._sieve_flags.append((self._sieve_pos + i * n, self._sieve.process(buf[i * n:(i + 1) * n])))
+        self._sieve_buf = buf[m * n:].copy()
+        self._sieve_pos += m * n
+        rate = 16000
+        out = np.zeros(chunk.n, bool)
+        flags = list(self._sieve_flags)
+        if not flags:
+            return out
+        starts = np.array([f[0] for f in flags])
+        vals = np.array([f[1] for f in flags])
+        offset = chunk.analysis_start - int(round(chunk.audio_start * rate / self.fmt.audio_rate_hz))
+        for j, slot in enumerate(chunk.slots):
+            t = int(round(slot / self.fmt.fps * rate)) + offset
+            i = int(np.searchsorted(starts, t, side="right")) - 1
+            out[j] = bool(vals[max(i, 0)]) if i >= 0 else bool(vals[0])
+        return out
+
+    # -- stage B ----------------------------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def _stage_b(self, chunk: Chunk) -> Chunk:
+        opts = chunk.optimizations
+        t0 = time.perf_counter()
+        ev0 = ev1 = None
+        if self.cuda:
+            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ev0.record(torch.cuda.current_stream())
+        gen = self.pool.get(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts and self.cuda)
+        c = torch.as_tensor(chunk.coeffs, device=self.device)
+        feats = None if chunk.features is None else torch.as_tensor(chunk.features, device=self.device)
+        contiguous = chunk.n and chunk.skipped == 0 and int(chunk.slots[0]) == self._last_slot + 1 \
+            and not chunk.seg_start and bool(np.all(np.diff(chunk.slots) == 1))
+        interpolating = bool((chunk.strides > 1).any()) and bool(np.all(np.diff(chunk.slots) == 1))
+        chunk_key_mask = None
+        if interpolating and gen.info.interpolation is InterpolationKind.MOTION_SPACE:
+            carry = self._carry if contiguous else None
+            before = gen.counts()
+            frames, self._carry = gen.render_span(c, chunk.strides, carry)
+            after = gen.counts()
+            self.frames_full += after[0] - before[0]
+            self.frames_interpolated += after[1] - before[1]
+            self.frames_fallback += after[2] - before[2]
+        elif interpolating:
+            from studio.enhance.interp import key_positions
+
+            chunk_key_mask = key_positions(chunk.strides, have_carry=contiguous)
+            idx = torch.as_tensor(np.flatnonzero(chunk_key_mask), device=self.device)
+            frames = gen.generate(c[idx], None if feats is None else feats[idx])
+            self.frames_full += len(idx)
+            self._carry = None
+        else:
+            frames = gen.generate(c, feats)
+            self.frames_full += chunk.n
+            self._carry = None
+        if chunk_key_mask is not None:
+            chunk.timings_ms["key_mask"] = 0.0
+            chunk._key_mask = chunk_key_mask  # type: ignore[attr-defined]
+        chunk._restart = not contiguous  # type: ignore[attr-defined]
+        chunk.frames = frames
+        self._last_slot = int(chunk.slots[-1]) if chunk.n else self._last_slot
+        if self.cuda:
+            ev1.record(torch.cuda.current_stream())
+            chunk.ready = ev1
+            chunk._gen_events = (ev0, ev1)  # type: ignore[attr-defined]
+        else:
+            chunk.timings_ms["generate"] = (time.perf_counter() - t0) * 1e3
+        return chunk
+
+    # -- stage C ----------------------------------------------------------------------------------------------------
+
+    def _upscaler(self, target: int):
+        up = self._upscalers.get(target)
+        if up is None:
+            from studio.pipeline.post import Upscaler, UpscaleRoute
+
+            route = UpscaleRoute.SPAN if self.pool.engine != "builtin" else UpscaleRoute.BICUBIC
+            up = Upscaler(target, route)
+            up.open(self.fmt, str(self.device))
+            self._upscalers[target] = up
+        return up
+
+    @torch.inference_mode()
+    def _stage_c(self, chunk: Chunk) -> None:
+        t0 = time.perf_counter()
+        frames = chunk.frames
+        ev0 = ev1 = None
+        if self.cuda:
+            stream = torch.cuda.current_stream()
+            stream.wait_event(chunk.ready)
+            frames.record_stream(stream)
+            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ev0.record(stream)
+        key_mask = getattr(chunk, "_key_mask", None)
+        if key_mask is not None:
+            if self._flow is None:
+                from studio.pipeline.post import FlowFill
+
+                self._flow = FlowFill(str(self.device))
+            before = self._flow.frames_interpolated
+            frames = self._flow.fill(frames, key_mask, restart=getattr(chunk, "_restart", True))
+            self.frames_interpolated += self._flow.frames_interpolated - before
+        p = self.fmt.presenter_px
+        if frames.shape[-1] != p:
+            frames = self._upscaler(p).process(frames, chunk)
+        if self.fmt.layout is Layout.CANVAS:
+            if self._canvas is None:
+                from studio.pipeline.post import Canvas
+
+                self._canvas = Canvas(self._canvas_style)
+                self._canvas.open(self.fmt, str(self.device))
+            frames = self._canvas.process(frames, chunk)
+        outputs = self.outputs()
+        need_rgb = any(o.needs_rgb for o in outputs) or not outputs
+        gpu_nv12 = self.cuda and O.GPU_ENCODE in chunk.optimizations
+        rgb = nv12 = None
+        final = frames.dtype == torch.uint8  # the canvas hands out finished uint8 pictures
+        if self.cuda:
+            if need_rgb or not gpu_nv12:
+                u8 = (frames if final else frames.clamp(0, 255).to(torch.uint8)).permute(0, 2, 3, 1)
+                host = torch.empty(u8.shape, dtype=torch.uint8, pin_memory=True)
+                host.copy_(u8, non_blocking=True)
+                rgb = host
+            if gpu_nv12:
+                from studio.encode.colour import rgb_to_nv12
+
+                nv = rgb_to_nv12(frames.float() if final else frames.clamp(0, 255))
+                hn = torch.empty(nv.shape, dtype=torch.uint8, pin_memory=True)
+                hn.copy_(nv, non_blocking=True)
+                nv12 = hn
+            ev1.record(stream)
+            ev1.synchronize()
+            rgb = rgb.numpy() if rgb is not None else None
+            nv12 = nv12.numpy() if nv12 is not None else None
+        else:
+            u8 = frames if final else frames.clamp_(0, 255).to(torch.uint8)
+            rgb = u8.permute(0, 2, 3, 1).contiguous().numpy()
+        fps = self.fmt.fps
+        batch = ProgramBatch(slots=chunk.slots, pts_s=chunk.slots / fps,
+                             frames=rgb if rgb is not None else np.zeros((0, self.fmt.height, self.fmt.width, 3),
+                                                                          np.uint8),
+                             audio=chunk.audio, audio_start=chunk.audio_start, on_air=chunk.on_air,
+                             heard_ns=chunk.heard_ns, device_frames=frames if self.cuda else None, nv12=nv12,
+                             finished_ns=time.monotonic_ns())
+        if self.cuda:
+            ge0, ge1 = chunk._gen_events  # type: ignore[attr-defined]
+            chunk.timings_ms["generate"] = ge0.elapsed_time(ge1)
+            chunk.timings_ms["post"] = ev0.elapsed_time(ev1)
+        else:
+            chunk.timings_ms["post"] = (time.perf_counter() - t0) * 1e3
+        for out in outputs:
+            try:
+                out.write(batch)
+            except StudioError as exc:  # one output failing (a full disk, say) never stops the program
+                log.warning("output %s failed: %s", out.name, exc)
+                self._output_failed(out, exc)
+        chunk.frames = None
+        self._account(chunk)
+
+    def _output_failed(self, out: Output, exc: StudioError) -> None:
+        """An output raised: it is taken out of the program (its own stats say why)."""
+        with self._outputs_lock:
+            if out in self._outputs:
+                self._outputs.remove(out)
+        self.failed_outputs.append((out, str(exc)))
+
+    # -- measurements -------------------------------------------------------------------------------------------
+
+    def _account(self, chunk: Chunk) -> None:
+        n = max(1, chunk.n)
+        self.produced += chunk.n
+        self.dropped += chunk.skipped
+        for k in ("motion", "generate", "post"):
+            v = chunk.timings_ms.get(k, 0.0)
+            self._stage_ms[k].append(v)
+            self._all_stage_ms[k].append(v)
+            self._stage_per_frame[k].append(v / n)
+        cost = sum(chunk.timings_ms.get(k, 0.0) for k in ("motion", "generate", "post")) / n
+        variant = "plain" if chunk.plain else (f"minus:{chunk.baseline_of}" if chunk.baseline_of else "normal")
+        self._cost.setdefault(variant, deque(maxlen=_WINDOW if variant == "normal" else 24)).append(cost)
+        gen_post = (chunk.timings_ms.get("generate", 0.0) + chunk.timings_ms.get("post", 0.0)) / n
+        if variant == "normal":
+            self._cost_s_per_frame = 0.8 * self._cost_s_per_frame + 0.2 * gen_post / 1e3
+        if self.bus is not None:
+            self.bus.publish(self.sample())
+
+    def compute_saved(self) -> ComputeSaved | None:
+        """Compute saved and each flag's share, from the interleaved baseline chunks (module docstring)."""
+        opts = self.optimizations
+        normal = self._cost.get("normal")
+        plain = self._cost.get("plain")
+        if not normal:
+            return None
+        actual = float(np.median(normal))
+        motion_saved = self._motion_saved_ms_per_frame(opts)
+        base = float(np.median(plain)) + sum(motion_saved.values()) if plain else math.nan
+        shares = []
+        for o in Optimization:
+            reason = ""
+            frac = math.nan
+            status = OptimizationStatus.ACTIVE if o in opts else OptimizationStatus.INACTIVE
+            unavailable = self.unavailable().get(o)
+            if unavailable:
+                shares.append(OptimizationShare(o.value, OptimizationStatus.UNAVAILABLE, math.nan, unavailable))
+                continue
+            if o not in opts:
+                shares.append(OptimizationShare(o.value, status, math.nan, "switched off"))
+                continue
+            if o in GENERATION_FLAGS:
+                minus = self._cost.get(f"minus:{o.value}")
+                if minus and base > 0:
+                    frac = (float(np.median(minus)) - actual) / base
+                    reason = f"measured live: {len(minus)} chunks without it vs {len(normal)} with every flag"
+                else:
+                    reason = "measuring (baseline chunks without it come every few seconds)"
+            elif o in motion_saved:
+                frac = motion_saved[o] / base if base > 0 else math.nan
+                reason = "measured live in the motion stage"
+            elif o is O.ASYNC_PIPELINE:
+                per = {k: float(np.median(v)) for k, v in self._stage_per_frame.items() if v}
+                if per and base > 0:
+                    frac = (sum(per.values()) - max(per.values())) / base
+                    reason = ("measured stage costs: time per frame bounded by the slowest stage "
+                              f"({max(per.values()):.2f} ms) instead of their sum ({sum(per.values()):.2f} ms)")
+            elif o is O.KV_CACHE or o is O.AUDIO_CACHE:
+                reason = "no audio model in this mode" if o not in motion_saved else ""
+            shares.append(OptimizationShare(o.value, status, frac, reason))
+        src = (f"this run: plain chunks (every optimization off) interleaved 1 in {self.s.baseline_every}, "
+               f"median of the last {len(plain) if plain else 0}, against the last {len(normal)} normal chunks; "
+               "stage costs per output frame" + (" (GPU time by CUDA events)" if self.cuda else ""))
+        return ComputeSaved(base, actual, src, tuple(shares))
+
+    def _motion_saved_ms_per_frame(self, opts) -> dict[Optimization, float]:
+        st = self.motion.stats()
+        out = {}
+        if O.AUDIO_CACHE in opts and "audio_cache_saved_ms_per_frame" in st:
+            out[O.AUDIO_CACHE] = float(st["audio_cache_saved_ms_per_frame"])
+        if O.KV_CACHE in opts and "kv_saved_ms_per_frame" in st:
+            out[O.KV_CACHE] = float(st["kv_saved_ms_per_frame"])
+        if self.features is not None:
+            fs = self.features.stats()
+            if O.AUDIO_CACHE in opts and "saved_ms_per_frame" in fs:
+                out[O.AUDIO_CACHE] = out.get(O.AUDIO_CACHE, 0.0) + float(fs["saved_ms_per_frame"])
+        return out
+
+    def unavailable(self) -> dict[Optimization, str]:
+        """Flags this machine or engine cannot use, with the reason in words."""
+        out: dict[Optimization, str] = {}
+        if not self.cuda:
+            out[O.CUDA_GRAPHS] = "no CUDA GPU"
+            out[O.GPU_ENCODE] = "no CUDA GPU (no GPU colour conversion, no NVENC)"
+        st = self.motion.stats()
+        if "kv_cache_bytes" not in st:
+            out.setdefault(O.KV_CACHE, "no autoregressive motion model in this mode (the neural audio engine has one)")
+        if "audio_cache_saved_ms_per_frame" not in st and self.features is None:
+            out.setdefault(O.AUDIO_CACHE, "no audio encoder in this mode (the neural engine and audio-driven "
+                                          "engines have one)")
+        return out
+
+    def sample(self) -> TelemetrySample:
+        st = self.motion.stats()
+        caches = {}
+        if "audio_cache_hits" in st:
+            caches["audio_cache"] = CacheRate(int(st["audio_cache_hits"]), int(st.get("audio_cache_misses", 0)),
+                                              float(st.get("audio_cache_saved_ms", 0.0)))
+        if self.features is not None:
+            fs = self.features.stats()
+            if "hits" in fs:
+                caches["features"] = CacheRate(int(fs["hits"]), int(fs["misses"]), float(fs.get("saved_ms", 0.0)))
+        gpu_mb = torch.cuda.memory_allocated(self.device) / 2 ** 20 if self.cuda else math.nan
+        extra = {k: float(v) for k, v in st.items() if isinstance(v, (int, float))}
+        if self.features is not None:
+            extra.update({f"features_{k}": float(v) for k, v in self.features.stats().items()})
+        return TelemetrySample(
+            taken_s=time.monotonic(), source=self.bus_source, frames_produced=self.produced,
+            frames_dropped=self.dropped, fps_target=self.fmt.fps,
+            stages={k: stage_timing(v) for k, v in self._stage_ms.items() if v},
+            queue_depths={k: q.depth for k, q in self._queues.items()}, drops={"source": self.dropped},
+            gpu_mem_mb=gpu_mb, caches=caches, compute=self.compute_saved(), extra=extra)
+
+    # -- run --------------------------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> CoreReport:
+        """Produce frames until the source ends or ``stop`` is set; outputs stay open (their owner closes them)."""
+        stop = stop or self._stop
+        self.failed_outputs = []
+        self.source.open(self.fmt)
+        self.motion.open(self.fmt, self.source)
+        for out in self.outputs():
+            if not getattr(out, "_opened", False):
+                out.open(self.fmt)
+                out._opened = True  # type: ignore[attr-defined]
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        t0 = time.perf_counter()
+        reason = "end of program"
+        try:
+            if O.ASYNC_PIPELINE in self.optimizations:
+                self._run_async(stop)
+            else:
+                while not stop.is_set():
+                    chunk = self._stage_a(stop)
+                    if chunk is None:
+                        break
+                    self._stage_c(self._stage_b(chunk))
+            if stop.is_set():
+                reason = "stopped"
+        except BaseException as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            if self.cuda:
+                torch.cuda.synchronize(self.device)
+            wall = time.perf_counter() - t0
+            self.source.close()
+            self._last_report = self._report(wall, reason)
+        return self._last_report
+
+    def _report(self, wall: float, reason: str) -> CoreReport:
+        costs = [sum(x) for x in zip(*(self._all_stage_ms[k] for k in ("motion", "generate", "post")))]
+        produced = max(1, self.produced)
+        return CoreReport(
+            optimizations=tuple(sorted(o.value for o in self.optimizations)),
+            n_frames=self.produced + self.dropped, frames_produced=self.produced, frames_dropped=self.dropped,
+            wall_s=wall, ms_per_frame=wall * 1e3 / produced,
+            stages={k: stage_timing(v) for k, v in self._all_stage_ms.items() if v},
+            cost_ms_per_frame=float(np.sum(costs)) / produced if costs else math.nan,
+            queue_depth_max={k: q.max_depth for k, q in self._queues.items()},
+            frames_full=self.frames_full, frames_interpolated=self.frames_interpolated,
+            frames_fallback=self.frames_fallback, silent_frames=self.silent_frames,
+            gpu_mem_peak_mb=torch.cuda.max_memory_allocated(self.device) / 2 ** 20 if self.cuda else 0.0,
+            stop_reason=reason)
+
+    def _run_async(self, stop: threading.Event) -> None:
+        depth = max(1, self.s.queue_depth)
+        q_ab, q_bc = _Queue(depth), _Queue(depth)
+        self._queues = {"motion->generate": q_ab, "generate->post": q_bc}
+        errors: list[BaseException] = []
+        halt = threading.Event()  # set on the first error: every stage winds down
+
+        def stage_a() -> None:
+            try:
+                while not stop.is_set() and not halt.is_set():
+                    chunk = self._stage_a(stop)
+                    if chunk is None:
+                        break
+                    q_ab.put(chunk)
+            except BaseException as exc:
+                errors.append(exc)
+                halt.set()
+            finally:
+                q_ab.put(_DONE)
+
+        def stage_b() -> None:
+            try:
+                ctx = torch.cuda.stream(self.gen_stream) if self.cuda else _nullctx()
+                with ctx:
+                    while (chunk := q_ab.get()) is not _DONE:
+                        if not halt.is_set():
+                            q_bc.put(self._stage_b(chunk))
+            except BaseException as exc:
+                errors.append(exc)
+                halt.set()
+                while q_ab.get() is not _DONE:  # let stage A finish
+                    pass
+            finally:
+                q_bc.put(_DONE)
+
+        threads = [threading.Thread(target=stage_a, name="core-motion", daemon=True),
+                   threading.Thread(target=stage_b, name="core-generate", daemon=True)]
+        for t in threads:
+            t.start()
+        try:
+            ctx = torch.cuda.stream(self.post_stream) if self.cuda else _nullctx()
+            with ctx:
+                while (chunk := q_bc.get()) is not _DONE:
+                    if not halt.is_set():
+                        self._stage_c(chunk)
+        except BaseException as exc:
+            errors.append(exc)
+            halt.set()
+            stop.set()
+            while q_bc.get() is not _DONE:
+                pass
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+
+class _nullctx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def check_size(settings: CoreSettings) -> None:
+    """Refuse up front what the core cannot do (the drivers call it before any work)."""
+    if settings.size_px < 64 or settings.size_px % 2:
+        raise RenderError(f"Presenter size {settings.size_px} is not usable: use an even number of pixels, 64 or "
+                          "more.")
+
+
+def with_flags(settings: CoreSettings, opts) -> CoreSettings:
+    return replace(settings, optimizations=frozenset(opts))

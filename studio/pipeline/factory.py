@@ -1,0 +1,75 @@
+"""One factory for the core: every driver (the studio, ``render``, ``live``, ``bench``) builds its core here.
+
+A driver picks a source, a motion source, settings and outputs; ``make_core`` adds the generator (in the forms the
+flags ask for) and the audio-feature stage an engine needs, and refuses what must not go on air (a timing twin).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from studio.errors import InputError
+from studio.pipeline.core import Core, GeneratorPool
+from studio.pipeline.roles import Layout, MotionSource, Output, Source
+from studio.pipeline.settings import ALL_OPTIMIZATIONS, CoreSettings, Optimization
+from studio.pipeline.telemetry import TelemetryBus
+
+log = logging.getLogger(__name__)
+
+CANVAS_HEIGHTS = {"720p": 720, "1080p": 1080}
+FRAME_RATES = (25.0, 30.0, 50.0, 60.0)
+
+
+def presenter_px(settings: CoreSettings) -> int:
+    """The square presenter's size: its own size, or the canvas height on a 16:9 canvas."""
+    return settings.canvas_height_px if settings.layout is Layout.CANVAS else settings.size_px
+
+
+def default_optimizations(device: str) -> frozenset[Optimization]:
+    """What the drivers switch on unless told otherwise: everything that applies on this device."""
+    opts = set(ALL_OPTIMIZATIONS)
+    if not device.startswith("cuda"):
+        opts -= {Optimization.CUDA_GRAPHS, Optimization.GPU_ENCODE}
+    return frozenset(opts)
+
+
+def parse_optimizations(text: str | None, device: str) -> frozenset[Optimization]:
+    """``--optimizations``: "all" (default), "none", or a comma list of flag names (``pyramidal,async_pipeline``)."""
+    if text is None or text.strip().lower() == "all":
+        return default_optimizations(device)
+    if text.strip().lower() in ("none", "plain", ""):
+        return frozenset()
+    out = set()
+    for name in (x.strip().lower() for x in text.split(",")):
+        try:
+            out.add(Optimization(name))
+        except ValueError:
+            names = ", ".join(o.value for o in Optimization)
+            raise InputError(f"Unknown optimization '{name}': use all, none, or a comma list of {names}.") from None
+    if not device.startswith("cuda"):
+        gpu_only = out & {Optimization.CUDA_GRAPHS, Optimization.GPU_ENCODE}
+        if gpu_only:
+            raise InputError(f"{', '.join(o.value for o in gpu_only)} need a CUDA GPU: leave them out on the CPU.")
+    return frozenset(out)
+
+
+def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anchor, outputs: list[Output],
+              bus: TelemetryBus | None = None, weights_dir: Path | None = None, on_air: bool = True,
+              canvas_style=None, bus_source: str = "core") -> Core:
+    """The core for ``source`` -> ``motion`` -> the engine ``settings.engine`` -> ``outputs``.
+
+    ``on_air`` False (the bench) lets a timing twin run; on air a twin is refused with the reason."""
+    pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir)
+    gen = pool.get(False, False)
+    if on_air and gen.twin:
+        pool.close()
+        raise InputError(f"{gen.info.label} is only a timing twin here (its weights are not installed), and a twin is "
+                         f"never put on air: give its release folder with --weights DIR, or use the built-in engine.")
+    features = None
+    if gen.info.audio is not None:
+        from studio.pipeline.features import FeatureStage
+
+        features = FeatureStage(gen, settings)
+    return Core(source, motion, pool, outputs, settings, bus=bus, canvas_style=canvas_style, features=features,
+                bus_source=bus_source)

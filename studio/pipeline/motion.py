@@ -1,0 +1,258 @@
+"""Motion sources of the core: coefficients for a chunk's slots (``studio.presenter.coeffs``).
+
+- ``ProgramMotion``: program items. Speech with phone timings (text-to-speech): visemes with coarticulation, the
+  opening scaled by the speech's loudness. Recordings: the neural audio-to-motion engine (default) or the pocketsphinx
+  phone recognizer. Idle motion (blinks, sway, breathing, nods on stressed syllables) never stops.
+- ``MicMotion``: the microphone ring through the live neural engine or pocketsphinx (``studio.neural.mic``,
+  ``studio.audio.mic_motion``), on the microphone source's clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+
+from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine, MicMotionSettings
+from studio.errors import ModelLoadError
+from studio.pipeline.roles import MOTION_SOURCES, Chunk, MotionSource, ProgramFormat, Source
+from studio.pipeline.settings import Optimization
+from studio.presenter.coeffs import MOUTH_COEFFS, N_COEFFS
+
+log = logging.getLogger(__name__)
+
+_MOUTH = [int(c) for c in MOUTH_COEFFS]
+_SPEECH_HANGOVER_S = 0.1
+
+
+class ProgramMotion(MotionSource):
+    """See the module docstring. ``audio_engine``: what animates recordings (items without phone timings)."""
+
+    name = "program"
+
+    def __init__(self, audio_engine: AudioEngine = DEFAULT_AUDIO_ENGINE, seed: int = 0) -> None:
+        self.audio_engine = audio_engine
+        self.seed = seed
+        self.note = ""  # why the engine asked for is not the one used ("" when it is)
+        self._frames = 0
+        self._neural = None
+        self._model_frames = 0
+        self._model_ms = 0.0
+        self._model_skipped = 0
+        self._kv_bytes = math.nan
+
+    def open(self, fmt: ProgramFormat, source: Source) -> None:
+        from studio.presenter.idle import IdleMotion
+
+        super().open(fmt, source)
+        if getattr(self, "idle", None) is None:
+            self.idle = IdleMotion(fmt.fps, seed=self.seed)
+            self._stress_done = -math.inf
+
+    # per item
+
+    def _mouth(self, item, opts: frozenset) -> np.ndarray:
+        """n_slots x 5 mouth coefficients of ``item`` (computed once, kept on the item)."""
+        key = ("mouth", self.fmt.fps, Optimization.AUDIO_CACHE in opts, Optimization.SILENCE_SIEVE in opts,
+               Optimization.KV_CACHE in opts)
+        got = item.motion_cache.get(key)
+        if got is not None:
+            return got
+        n = item.n_slots
+        if item.phonemes:
+            from studio.presenter.motion import loudness_envelope
+            from studio.speech.visemes import mouth_track
+
+            loud = loudness_envelope(item.analysis_audio, 16000, self.fmt.fps, n)
+            mouth = mouth_track(item.phonemes, self.fmt.fps, n, loudness=loud)[:, _MOUTH]
+        elif self.audio_engine is AudioEngine.NEURAL and self._neural_engine() is not None:
+            mouth = self._neural_mouth(item.analysis_audio, n, opts)
+        else:
+            from studio.audio.recognizer import recognize_file_phones
+            from studio.presenter.motion import loudness_envelope
+            from studio.speech.visemes import mouth_track
+
+            phones = recognize_file_phones(item.analysis_audio, 16000)
+            item.motion_cache["phones"] = tuple(phones)
+            loud = loudness_envelope(item.analysis_audio, 16000, self.fmt.fps, n)
+            mouth = mouth_track(phones, self.fmt.fps, n, loudness=loud)[:, _MOUTH]
+        mouth = np.asarray(mouth, np.float32)
+        item.motion_cache[key] = mouth
+        return mouth
+
+    def _neural_engine(self):
+        if self._neural is None:
+            from studio.neural.engine import default_engine
+
+            try:
+                self._neural = default_engine()
+            except ModelLoadError as exc:
+                self.note = f"{exc} Using the pocketsphinx engine instead."
+                log.warning("%s", self.note)
+                self.audio_engine = AudioEngine.POCKETSPHINX
+                return None
+        return self._neural
+
+    def _neural_mouth(self, audio: np.ndarray, n: int, opts: frozenset) -> np.ndarray:
+        from studio.neural.engine import NeuralMotion
+
+        eng = self._neural
+        session = eng.session(fingerprints=Optimization.AUDIO_CACHE in opts, kv_cache=Optimization.KV_CACHE in opts,
+                              skip_silence=Optimization.SILENCE_SIEVE in opts)
+        m1, v1 = session.push(audio)
+        m2, v2 = session.flush()
+        motion = NeuralMotion(np.concatenate([m1, m2]), np.concatenate([v1, v2]))
+        self._model_frames += len(motion.mouth)
+        self._model_ms += session.step_ms_total
+        self._model_skipped += session.frames_skipped
+        self._kv_bytes = session.cache_nbytes() if session.kv_cache else float(
+            sum(a.nbytes + b.nbytes for a, b in session._history))
+        return motion.resample(self.fmt.fps, n)
+
+    # the role
+
+    def motion(self, chunk: Chunk) -> np.ndarray:
+        fps = self.fmt.fps
+        out = np.zeros((chunk.n, N_COEFFS), np.float32)
+        for j, slot in enumerate(chunk.slots):
+            slot = int(slot)
+            t = (slot + 0.5) / fps
+            item = next((x for x in chunk.items if x.start_slot <= slot < x.end_slot), None)
+            mouth = None
+            if item is not None:
+                mouth = self._mouth(item, chunk.optimizations)[slot - item.start_slot]
+                for p in item.phonemes:
+                    st = item.start_slot / fps + p.start_s
+                    if p.stress == 1 and self._stress_done < st <= t:
+                        self.idle.nod(st)
+            self._stress_done = max(self._stress_done, t)
+            c = self.idle.frame(t, speaking=mouth is not None and bool(np.any(mouth > 0.05)))
+            if mouth is not None:
+                c[_MOUTH] = mouth
+            else:
+                c[_MOUTH] = 0.0
+            out[j] = c
+        self._frames += chunk.n
+        return out
+
+    def speaking(self, chunk: Chunk) -> np.ndarray | None:
+        """Where items have phone timings, speech is known exactly (non-silence phones, 0.1 s hangover)."""
+        fps = self.fmt.fps
+        out = np.zeros(chunk.n, bool)
+        for j, slot in enumerate(chunk.slots):
+            slot = int(slot)
+            item = next((x for x in chunk.items if x.start_slot <= slot < x.end_slot), None)
+            if item is None:
+                continue
+            phones = item.phonemes or item.motion_cache.get("phones", ())
+            if not phones:
+                return None  # a recording: the silence sieve listens
+            t = (slot - item.start_slot) / fps
+            t1 = t + 1.0 / fps
+            out[j] = any(p.phoneme not in _SILENCE and p.start_s < t1 and p.end_s + _SPEECH_HANGOVER_S > t
+                         for p in phones)
+        return out
+
+    def stats(self) -> dict[str, float]:
+        eng = self._neural
+        if eng is None:
+            return {}
+        out = {"model_step_ms": self._model_ms / max(1, self._model_frames - self._model_skipped),
+               "model_frames_skipped": self._model_skipped, "kv_cache_bytes": self._kv_bytes}
+        if eng.fingerprints is not None:
+            st = eng.fingerprints.stats()
+            out.update({"audio_cache_hits": st.hits, "audio_cache_misses": st.misses,
+                        "audio_cache_saved_ms": st.encoder_ms_saved,
+                        "audio_cache_saved_ms_per_frame": st.encoder_ms_saved / max(1, self._frames)})
+        return out
+
+
+_SILENCE = {"SIL", "sil", "_", "", " ", "#", "^", "$"}
+
+
+class MicMotion(MotionSource):
+    """The microphone through the live neural engine (default) or pocketsphinx; falls back to pocketsphinx with a
+    note when the neural weights cannot load."""
+
+    name = "microphone"
+
+    def __init__(self, engine: AudioEngine = DEFAULT_AUDIO_ENGINE, settings: MicMotionSettings | None = None,
+                 motion_thread: bool = True, lead_s: float = 0.04) -> None:
+        self.engine = engine
+        self.settings = settings or MicMotionSettings()
+        self.motion_thread = motion_thread
+        self.lead_s = lead_s
+        self.note = ""
+        self.src = None
+        self._model_ms: list[float] = []
+
+    def open(self, fmt: ProgramFormat, source: Source) -> None:
+        from dataclasses import replace
+
+        super().open(fmt, source)
+        if self.src is not None:
+            return
+        self.mic = source
+        ms = replace(self.settings, fps=fmt.fps)
+        if self.engine is AudioEngine.NEURAL:
+            from studio.neural.mic import NeuralMicMotionSource
+
+            try:
+                self.src = NeuralMicMotionSource(source.ring, ms)
+            except ModelLoadError as exc:
+                self.engine = AudioEngine.POCKETSPHINX
+                self.note = f"{exc} Using the pocketsphinx engine instead."
+                log.warning("%s", self.note)
+        if self.src is None:
+            from studio.audio.mic_motion import MicMotionSource
+
+            self.src = MicMotionSource(source.ring, ms)
+        self.src.skip_to(source.start_ring)
+        source.set_lead(max(self.lead_s, self.src.min_lead_s))
+        if self.motion_thread:
+            self.src.start_worker()
+
+    def motion(self, chunk: Chunk) -> np.ndarray:
+        fps = self.fmt.fps
+        if hasattr(self.src, "set_options"):
+            self.src.set_options(kv_cache=Optimization.KV_CACHE in chunk.optimizations,
+                                 skip_silence=Optimization.SILENCE_SIEVE in chunk.optimizations)
+        out = np.zeros((chunk.n, N_COEFFS), np.float32)
+        for j, slot in enumerate(chunk.slots):
+            t0 = time.perf_counter()
+            out[j] = self.src.frame(self.mic.ring_time_s(int(slot)), idle_t_s=int(slot) / fps)
+            self._model_ms.append((time.perf_counter() - t0) * 1e3)
+        del self._model_ms[:-500]
+        return out
+
+    def speaking(self, chunk: Chunk) -> np.ndarray | None:
+        return np.array([self.src.speaking_at(self.mic.ring_time_s(int(s))) for s in chunk.slots], bool)
+
+    def close(self) -> None:
+        if self.src is not None:
+            self.src.stop_worker()
+
+    def stats(self) -> dict[str, float]:
+        if self.src is None:
+            return {}
+        m = self.src.stats()
+        out = {"motion_ms_median": float(np.median(self._model_ms)) if self._model_ms else math.nan,
+               "sieve_frames_seen": m.sieve.frames_seen, "sieve_frames_skipped": m.sieve.frames_skipped,
+               "recognizer_share": m.recognizer_share, "frames_missing": m.frames_missing}
+        if self.engine is AudioEngine.NEURAL:
+            out["model_ms_per_frame"] = m.recognizer.cpu_ms_per_chunk_median
+            out["kv_cache_bytes"] = float(self.src.cache_nbytes())
+            out["model_step_ms"] = self.src.step_ms()
+        return out
+
+
+@MOTION_SOURCES.register("program")
+def _program(**kwargs) -> ProgramMotion:
+    return ProgramMotion(**kwargs)
+
+
+@MOTION_SOURCES.register("microphone")
+def _mic(**kwargs) -> MicMotion:
+    return MicMotion(**kwargs)

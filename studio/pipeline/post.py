@@ -1,0 +1,270 @@
+"""Post-processors of the core (stage C): flow interpolation between keyframes, super-resolution, the canvas.
+
+All work on ``N x 3 x H x W`` float tensors in 0..255 on the generator's device.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from studio.errors import InputError
+from studio.pipeline.roles import POST_PROCESSORS, Chunk, OnAir, PostProcessor, ProgramFormat
+
+log = logging.getLogger(__name__)
+
+
+class UpscaleRoute(enum.Enum):
+    BICUBIC = "bicubic"
+    SPAN = "span"  # SPAN x4 (studio.enhance.upscale), then a resize to the exact size
+
+
+@POST_PROCESSORS.register("upscale")
+class Upscaler(PostProcessor):
+    """Frames of any size -> ``target_px`` square (bicubic, or SPAN x4 where the weights load)."""
+
+    name = "upscale"
+
+    def __init__(self, target_px: int, route: UpscaleRoute = UpscaleRoute.BICUBIC) -> None:
+        self.target_px = target_px
+        self.route = route
+        self._span = None
+        self.note = ""
+
+    def open(self, fmt: ProgramFormat, device: str) -> None:
+        super().open(fmt, device)
+        if self.route is UpscaleRoute.SPAN:
+            from studio.enhance.upscale import LearnedUpscaler
+            from studio.errors import ModelLoadError
+
+            try:
+                self._span = LearnedUpscaler(device, half=str(device).startswith("cuda"))
+            except ModelLoadError as exc:
+                self.note = f"SPAN unavailable ({exc}); bicubic instead"
+                log.warning("%s", self.note)
+                self.route = UpscaleRoute.BICUBIC
+
+    @torch.inference_mode()
+    def process(self, frames: torch.Tensor, chunk: Chunk | None = None) -> torch.Tensor:
+        s = self.target_px
+        if frames.shape[-1] == s and frames.shape[-2] == s:
+            return frames
+        x = frames
+        if self._span is not None and frames.shape[-1] * 2 <= s:
+            x = self._span(frames.clamp(0, 255))
+        if x.shape[-1] != s:
+            x = F.interpolate(x, size=(s, s), mode="bicubic", align_corners=False, antialias=x.shape[-1] > s)
+        return x
+
+
+class FlowFill:
+    """RIFE between consecutive generated keyframes: fills the slots a flow-interpolating generator left out.
+
+    ``fill(keys, key_mask, restart)``: ``keys`` are the chunk's generated frames (at the True positions of
+    ``key_mask``, whose last entry is always True); returns every slot's frame. The last keyframe of a chunk is kept
+    for the next one (``restart`` drops it: a new program item, or skipped slots)."""
+
+    def __init__(self, device: str) -> None:
+        from studio.enhance.rife import RifeInterpolator
+
+        self.rife = RifeInterpolator(device, half=str(device).startswith("cuda"))
+        self._last: torch.Tensor | None = None
+        self.frames_interpolated = 0
+
+    @torch.inference_mode()
+    def fill(self, keys: torch.Tensor, key_mask: np.ndarray, restart: bool) -> torch.Tensor:
+        if restart:
+            self._last = None
+        t = len(key_mask)
+        out = torch.empty((t, *keys.shape[1:]), device=keys.device, dtype=keys.dtype)
+        key_idx = np.flatnonzero(key_mask)
+        out[key_idx] = keys
+        anchors = ([-1] if self._last is not None else []) + list(key_idx)
+        for k0, k1 in zip(anchors[:-1], anchors[1:]):
+            if k1 - k0 < 2:
+                continue
+            a = self._last if k0 < 0 else out[k0:k0 + 1]
+            b = out[k1:k1 + 1]
+            for i in range(k0 + 1, k1):
+                out[i] = self.rife.between(a, b, (i - k0) / (k1 - k0))[0].to(out.dtype)
+                self.frames_interpolated += 1
+        if not key_mask[0] and self._last is None:  # nothing to interpolate from: hold the first keyframe
+            first = int(key_idx[0])
+            out[:first] = out[first:first + 1]
+        self._last = out[-1:].clone()
+        return out
+
+
+@dataclass(frozen=True)
+class CanvasStyle:
+    """The 16:9 program: a background (plain colour or an image), the square presenter in a box, a lower third."""
+
+    background_rgb: tuple[int, int, int] = (16, 28, 48)
+    background_image: Path | None = None
+    accent_rgb: tuple[int, int, int] = (200, 30, 45)
+    show_lower_third: bool = True
+
+
+@POST_PROCESSORS.register("canvas")
+class Canvas(PostProcessor):
+    """The presenter (``presenter_px`` square) over a background at the program's size, with a lower third showing
+    what is on air (``OnAir.title``). Returns uint8 frames: the program picture is final here."""
+
+    name = "canvas"
+
+    def __init__(self, style: CanvasStyle | None = None) -> None:
+        self.style = style or CanvasStyle()
+        self._titles: dict[str, tuple[torch.Tensor, torch.Tensor] | None] = {}
+        self._statics: dict[str, torch.Tensor] = {}
+
+    def open(self, fmt: ProgramFormat, device: str) -> None:
+        super().open(fmt, device)
+        self.device = torch.device(device)
+        w, h = fmt.width, fmt.height
+        self.bg = self._background(w, h).to(self.device)  # 3 x H x W, 0..255
+        p = fmt.presenter_px
+        if p > h:
+            raise InputError(f"The presenter ({p} px) does not fit a {w}x{h} canvas: choose a smaller size.")
+        # Presenter box: right of centre, standing on the lower third's top edge region, full height when it fits.
+        self.x0 = int(round(w * 0.56 - p / 2))
+        self.x0 = max(0, min(w - p, self.x0))
+        self.y0 = h - p
+        self._edge = self._box_edge(p).to(self.device)  # 1 x p x p: a soft edge so the box does not look cut out
+        self._ring = int(math.ceil(max(2.0, p / 120))) + 1  # pixels from the box's edge where the edge is soft
+
+    def _background(self, w: int, h: int) -> torch.Tensor:
+        st = self.style
+        if st.background_image is not None:
+            from PIL import Image, UnidentifiedImageError
+
+            try:
+                with Image.open(st.background_image) as im:
+                    im = im.convert("RGB")
+                    scale = max(w / im.width, h / im.height)
+                    im = im.resize((max(w, round(im.width * scale)), max(h, round(im.height * scale))),
+                                   Image.LANCZOS)
+                    left, top = (im.width - w) // 2, (im.height - h) // 2
+                    arr = np.asarray(im.crop((left, top, left + w, top + h)), np.float32)
+            except (OSError, UnidentifiedImageError) as exc:
+                raise InputError(f"Cannot use {st.background_image} as the background ({exc}): choose a JPEG or "
+                                 "PNG image, or a plain colour.") from exc
+            return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
+        # A plain colour with a gentle vertical gradient and vignette (a studio wall, not a flat fill).
+        y = torch.linspace(0, 1, h).view(h, 1)
+        x = torch.linspace(-1, 1, w).view(1, w)
+        shade = (1.15 - 0.35 * y) * (1 - 0.18 * x * x)
+        base = torch.tensor(st.background_rgb, dtype=torch.float32).view(3, 1, 1)
+        return (base * shade).clamp(0, 255)
+
+    @staticmethod
+    def _box_edge(p: int) -> torch.Tensor:
+        r = max(2.0, p / 120)
+        i = torch.arange(p, dtype=torch.float32)
+        d = torch.minimum(i, p - 1 - i)
+        e = ((d + 0.5) / r).clamp(0, 1)
+        return (e.view(p, 1) * e.view(1, p))[None]
+
+    def _lower_third(self, title: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(RGB 3 x h x W, alpha 1 x h x W) of the lower third for ``title``, drawn once per title."""
+        if not title or not self.style.show_lower_third:
+            return None
+        if title in self._titles:
+            return self._titles[title]
+        from PIL import Image, ImageDraw
+
+        w, h = self.fmt.width, self.fmt.height
+        bar_h = max(24, round(h * 0.11))
+        img = Image.new("RGBA", (w, bar_h), (0, 0, 0, 0))
+        d = ImageDraw.Draw(img)
+        pad = round(w * 0.05)
+        accent = round(bar_h * 0.12)
+        d.rectangle([pad, 0, w - pad, bar_h - 1], fill=(12, 16, 24, 225))
+        d.rectangle([pad, 0, w - pad, accent], fill=(*self.style.accent_rgb, 255))
+        font = _font(round(bar_h * 0.45))
+        text = title.upper()
+        max_w = w - 2 * pad - round(bar_h * 0.6)
+        while font.getlength(text) > max_w and len(text) > 4:  # too long for the bar: shorten with an ellipsis
+            text = text[:-2].rstrip() + "…"
+        ty = accent + (bar_h - accent - font.size) // 2 - round(font.size * 0.1)
+        d.text((pad + round(bar_h * 0.3), ty), text, font=font, fill=(245, 245, 245, 255))
+        arr = torch.from_numpy(np.asarray(img, np.float32)).permute(2, 0, 1)
+        pair = (arr[:3].to(self.device), (arr[3:4] / 255.0).to(self.device))
+        if len(self._titles) > 64:
+            self._titles.clear()
+        self._titles[title] = pair
+        return pair
+
+    def _static(self, title: str) -> torch.Tensor:
+        """The canvas without the presenter (background + lower third), H x W x 3 uint8, made once per title."""
+        got = self._statics.get(title)
+        if got is None:
+            out = self.bg.clone()
+            lt = self._lower_third(title)
+            if lt is not None:
+                rgb, alpha = lt
+                y = self._lt_y(rgb.shape[1])
+                out[:, y:y + rgb.shape[1]] = torch.lerp(out[:, y:y + rgb.shape[1]], rgb, alpha)
+            got = (out + 0.5).clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()  # H x W x 3
+            if len(self._statics) > 16:
+                self._statics.clear()
+            self._statics[title] = got
+        return got
+
+    def _lt_y(self, bar_h: int) -> int:
+        return self.fmt.height - bar_h - round(self.fmt.height * 0.06)
+
+    @torch.inference_mode()
+    def process(self, frames: torch.Tensor, chunk: Chunk | None = None) -> torch.Tensor:
+        """N x 3 x p x p presenter frames -> N x 3 x H x W uint8 program frames (a view of an N x H x W x 3 buffer,
+        the layout outputs take). Only the presenter's box is blended per frame; the rest is the static canvas."""
+        n, _, p, _ = frames.shape
+        title = (chunk.on_air if chunk is not None else OnAir()).title
+        static = self._static(title)  # H x W x 3 uint8
+        key = ("box", title)
+        box_bg = self._statics.get(key)
+        y0, x0 = self.y0, self.x0
+        if box_bg is None:  # the static canvas under the box, with the lower third's alpha over it
+            box_bg = static[y0:y0 + p, x0:x0 + p].permute(2, 0, 1).float().unsqueeze(0)
+            self._statics[key] = box_bg
+        out = torch.empty((n, *static.shape), dtype=torch.uint8, device=frames.device)
+        out.copy_(static.unsqueeze(0).expand_as(out))
+        region = out[:, y0:y0 + p, x0:x0 + p]
+        region.copy_(frames.clamp(0, 255).permute(0, 2, 3, 1))  # frames carry +0.5: truncation rounds
+        r = self._ring
+        for sl in ((slice(None), slice(0, r)), (slice(None), slice(p - r, p)),  # soft edges of the box only
+                   (slice(0, r), slice(r, p - r)), (slice(p - r, p), slice(r, p - r))):
+            rows, cols = sl
+            edge = self._edge[:, rows, cols]
+            mixed = torch.lerp(box_bg[:, :, rows, cols], frames[:, :, rows, cols].clamp(0, 255), edge)
+            region[:, rows, cols].copy_(mixed.permute(0, 2, 3, 1))
+        lt = self._lower_third(title)
+        if lt is not None:  # the lower third lies over the presenter's box too
+            rgb, alpha = lt
+            ly = self._lt_y(rgb.shape[1])
+            a, b = max(ly, y0), min(ly + rgb.shape[1], y0 + p)
+            if b > a:
+                part = region[:, a - y0:b - y0].permute(0, 3, 1, 2).float()
+                mixed = torch.lerp(part, rgb[:, a - ly:b - ly, x0:x0 + p].unsqueeze(0),
+                                   alpha[:, a - ly:b - ly, x0:x0 + p].unsqueeze(0))
+                region[:, a - y0:b - y0].copy_(mixed.add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1))
+        return out.permute(0, 3, 1, 2)
+
+
+def _font(size_px: int):
+    """DejaVu Sans Bold from matplotlib's wheel (always installed with the studio), else PIL's default."""
+    from PIL import ImageFont
+
+    try:
+        import matplotlib
+
+        path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans-Bold.ttf"
+        return ImageFont.truetype(str(path), size_px)
+    except (ImportError, OSError):
+        return ImageFont.load_default(size_px)

@@ -1,0 +1,189 @@
+"""``render``: one segment headless through the core: script or recording -> speech -> motion -> frames -> MP4.
+
+``render_segment`` is a generator worker: it yields ``RenderProgress`` as it goes, checks ``abort`` between steps
+and returns a ``RenderResult``. The frame loop is the core's (``studio.pipeline.core``), run on a worker thread while
+this generator reports its progress; the MP4 is written by the one recorder, fragmented, so that a killed render
+leaves a recoverable file.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
+from studio.errors import EncoderError, InputError, StudioError
+from studio.pipeline.roles import Layout, OnAir
+from studio.pipeline.settings import CoreSettings, Optimization
+from studio.speech.types import Utterance
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    out_path: Path
+    text: str | None = None
+    audio_path: Path | None = None
+    anchor_path: Path | None = None
+    voice: str | None = None
+    title: str = ""  # the lower third on a canvas
+    core: CoreSettings = field(default_factory=CoreSettings)  # size / canvas, fps, device, engine, flags
+    timings_path: Path | None = None  # optional JSON with the phone and word timings of the speech
+    audio_engine: AudioEngine = DEFAULT_AUDIO_ENGINE  # what animates a recording (--audio)
+    weights_dir: Path | None = None
+    canvas_background: Path | None = None
+
+
+@dataclass(frozen=True)
+class RenderProgress:
+    stage: str  # "anchor", "speech", "render"
+    fraction: float  # 0..1 of that stage
+    message: str
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    out_path: Path
+    n_frames: int
+    fps: float
+    audio_duration_s: float
+    stage_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+    device: str = "cpu"
+    report: object = None  # the core's CoreReport
+
+    def real_time_factors(self) -> dict[str, float]:
+        """Stage seconds per second of output (below 1 = faster than real time)."""
+        return {k: v / max(self.audio_duration_s, 1e-9) for k, v in self.stage_s.items()}
+
+
+def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = lambda: False
+                   ) -> Generator[RenderProgress, None, RenderResult]:
+    """Render one segment to ``req.out_path`` (see the module docstring)."""
+    from studio.encode.recorder import RecorderOutput
+    from studio.pipeline.factory import make_core
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.sources import ProgramSource, item_from_audio, item_from_utterance
+    from studio.presenter.anchor import build_anchor
+
+    if (req.text is None) == (req.audio_path is None):
+        raise InputError("Give exactly one of --text, --script or --audio.")
+    stage: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if anchor is None:
+        box: list[RenderProgress] = []
+        anchor = build_anchor(req.anchor_path, progress=lambda f, m: box.append(RenderProgress("anchor", f, m)))
+        yield from box
+    stage["anchor"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    yield RenderProgress("speech", 0.0, "synthesizing speech" if req.text is not None else "reading the audio")
+    utt: Utterance | None = None
+    on_air = OnAir(title=req.title)
+    if req.text is not None:
+        from studio.speech import synthesize
+
+        utt = synthesize(req.text, req.voice)
+        item = item_from_utterance(utt, on_air)
+    else:
+        from studio.audio.io import load_audio_file
+
+        analysis, _ = load_audio_file(req.audio_path, 16000)
+        program, rate = load_audio_file(req.audio_path, 48000)
+        item = item_from_audio(program, rate, analysis, on_air)
+    stage["speech"] = time.perf_counter() - t0
+    if abort():
+        raise StudioError("Render cancelled.")
+
+    t0 = time.perf_counter()
+    s = req.core
+    source = ProgramSource([item])
+    motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
+    recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
+                              settings=_render_encode_settings(s))
+    style = None
+    if s.layout is Layout.CANVAS and req.canvas_background is not None:
+        from studio.pipeline.post import CanvasStyle
+
+        style = CanvasStyle(background_image=req.canvas_background)
+    core = make_core(source, motion, s, anchor, [recorder], weights_dir=req.weights_dir, canvas_style=style)
+    stage["setup"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    stop = threading.Event()
+    box_err: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            core.run(stop)
+        except BaseException as exc:  # handed to the generator, which raises it
+            box_err.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=work, name="render-core", daemon=True)
+    thread.start()
+    last = -1.0
+    try:
+        while not done.wait(0.1):
+            if abort():
+                stop.set()
+            p = source.progress()
+            if not math.isnan(p) and p - last >= 0.01:
+                last = p
+                yield RenderProgress("render", p, f"frame {source.next_slot}/{source.total_slots}")
+        thread.join()
+        if box_err:
+            raise box_err[0]
+        if stop.is_set():
+            raise StudioError("Render cancelled.")
+        yield RenderProgress("render", 1.0, f"frame {source.total_slots}/{source.total_slots}")
+        t1 = time.perf_counter()
+        out = recorder.close()
+        stage["finish"] = time.perf_counter() - t1
+    except BaseException:
+        stop.set()
+        thread.join(timeout=30)
+        recorder.abort()
+        core.pool.close()
+        raise
+    stage["render"] = time.perf_counter() - t0
+    report = core._last_report
+    core.pool.close()
+    if req.timings_path is not None and utt is not None:
+        write_timings(req.timings_path, utt)
+    n = source.total_slots
+    return RenderResult(out_path=out, n_frames=n, fps=s.fps, audio_duration_s=n / s.fps, stage_s=stage,
+                        device=s.device, report=report)
+
+
+def _render_encode_settings(s: CoreSettings):
+    from studio.encode.settings import EncodeSettings
+
+    # fragmented (crash-safe) files with no B-frames; veryfast where the machine keeps up, as before
+    return EncodeSettings(preset="veryfast" if s.device.startswith("cuda") else "ultrafast",
+                          encoder_threads=0)
+
+
+def write_timings(path: Path, utt: Utterance) -> None:
+    import json
+
+    from studio.speech.timings import utterance_timings_to_json
+
+    try:
+        path.write_text(json.dumps(utterance_timings_to_json(utt), indent=1))
+    except OSError as exc:
+        raise EncoderError(f"Cannot write the timings file {path}: {exc.strerror}. Choose another path.") from exc
+
+
+def with_defaults(core: CoreSettings, **changes) -> CoreSettings:
+    return replace(core, **changes)
+
+
+__all__ = ["RenderProgress", "RenderRequest", "RenderResult", "render_segment", "write_timings", "Optimization"]

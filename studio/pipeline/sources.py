@@ -1,0 +1,401 @@
+"""Sources of the core: what is said and when.
+
+- ``ProgramSource``: program items (text-to-speech or audio files) placed on one timeline. Offline (``render``,
+  ``bench``: no clock) it hands out consecutive chunks until the last item ends. In the studio it runs against the
+  program clock (the sound card's playback position, or the monotonic clock when there is none): it idles when
+  nothing is scheduled, renders a little ahead of the clock, and skips slots (counted as dropped) when the loop falls
+  behind rather than drift. Items are scheduled while it runs (``schedule``); ``cut`` stops speech.
+- ``MicSource``: the microphone. Session time runs in samples of the analysis rate (``session = ring + offset``);
+  slot ``k`` shows session time ``k / fps`` and falls due once the ring holds ``lead`` of audio after it. Only the
+  newest due slots are produced (older ones are dropped and counted). When no audio arrives for ``stall_ms`` (device
+  lost, not started yet) session time runs on the wall clock as silence, so the presenter keeps idling and a
+  recording keeps picture and sound aligned.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from studio.pipeline.clock import ProgramAudio
+from studio.pipeline.roles import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, SOURCES, Chunk, OnAir, Pacing, ProgramFormat,
+                                   Source)
+from studio.speech.types import PhonemeTiming, Utterance, WordTiming
+
+log = logging.getLogger(__name__)
+
+
+# -- program items ------------------------------------------------------------------------------------------------------
+
+@dataclass
+class ProgramItem:
+    """One piece of speech on the program timeline. Motion sources keep per-item results in ``motion_cache``."""
+
+    program_audio: np.ndarray  # float32 mono at PROGRAM_RATE_HZ
+    analysis_audio: np.ndarray  # float32 mono at ANALYSIS_RATE_HZ
+    phonemes: tuple[PhonemeTiming, ...] = ()  # seconds from the item's start; empty for recordings
+    words: tuple[WordTiming, ...] = ()
+    on_air: OnAir = OnAir()
+    text: str = ""
+    voice: str = ""
+    start_slot: int = 0  # set when scheduled
+    n_slots: int = 0
+    started: bool = False  # the studio has announced it
+    motion_cache: dict = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.analysis_audio) / ANALYSIS_RATE_HZ
+
+    @property
+    def end_slot(self) -> int:
+        return self.start_slot + self.n_slots
+
+
+def resample(audio: np.ndarray, from_hz: int, to_hz: int) -> np.ndarray:
+    """Mono float32 from ``from_hz`` to ``to_hz`` (polyphase, whole signal), exactly round(n * to / from) long."""
+    if from_hz == to_hz:
+        return np.asarray(audio, np.float32)
+    from scipy.signal import resample_poly
+
+    g = math.gcd(int(from_hz), int(to_hz))
+    out = resample_poly(np.asarray(audio, np.float64), to_hz // g, from_hz // g)
+    n = int(round(len(audio) * to_hz / from_hz))
+    return np.pad(out, (0, max(0, n - len(out))))[:n].astype(np.float32)
+
+
+def item_from_utterance(utt: Utterance, on_air: OnAir = OnAir(), pause_s: float = 0.0) -> ProgramItem:
+    """A TTS utterance as a program item (both rates), with ``pause_s`` of silence after it."""
+    pad = int(round(pause_s * utt.sample_rate_hz))
+    audio = np.concatenate([utt.audio, np.zeros(pad, np.float32)]) if pad else utt.audio
+    return ProgramItem(program_audio=resample(audio, utt.sample_rate_hz, PROGRAM_RATE_HZ),
+                       analysis_audio=resample(audio, utt.sample_rate_hz, ANALYSIS_RATE_HZ),
+                       phonemes=tuple(utt.phonemes), words=tuple(utt.words), on_air=on_air, text=utt.text,
+                       voice=utt.voice)
+
+
+def item_from_audio(program_audio: np.ndarray, program_rate_hz: int, analysis_audio: np.ndarray,
+                    on_air: OnAir = OnAir()) -> ProgramItem:
+    """A recording as a program item: its own quality kept for the program, 16 kHz for analysis."""
+    return ProgramItem(program_audio=resample(program_audio, program_rate_hz, PROGRAM_RATE_HZ),
+                       analysis_audio=np.asarray(analysis_audio, np.float32), on_air=on_air)
+
+
+# -- the program ------------------------------------------------------------------------------------------------------------
+
+class ProgramSource(Source):
+    """Program items on one timeline (module docstring). ``clock``: an object with ``now_s()`` (the studio), or None
+    (offline: every slot is produced, as fast as the loop goes)."""
+
+    name = "program"
+
+    def __init__(self, items: list[ProgramItem] | None = None, clock=None, endless: bool = False,
+                 gap_ms: float = 500.0, lead_ms: float = 250.0) -> None:
+        self.clock = clock
+        self.live = clock is not None
+        self.endless = endless
+        self.gap_ms = gap_ms
+        self.lead_ms = lead_ms
+        self.program = ProgramAudio(PROGRAM_RATE_HZ)
+        self.analysis = ProgramAudio(ANALYSIS_RATE_HZ)
+        self._items: list[ProgramItem] = []
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self.next_slot = 0
+        self._audio_cursor = 0  # next program sample to hand out
+        self._analysis_cursor = 0
+        self._chunks = 0
+        self.fmt: ProgramFormat | None = None
+        self._pending = list(items or [])
+        self.total_slots = 0
+
+    # scheduling (any thread)
+
+    def open(self, fmt: ProgramFormat) -> None:
+        first_open = self.fmt is None
+        super().open(fmt)
+        if first_open:
+            pending, self._pending = self._pending, []
+            for it in pending:
+                self.schedule(it, gap=False, now_slot=0)
+        if self.live:
+            self.resync()
+
+    def resync(self) -> None:
+        """Continue from the clock's present (after a pause in production: a core restart, the microphone mode, a new
+        frame rate): the slots that passed meanwhile were never due, so they are not counted as dropped."""
+        with self._cv:
+            now_slot = math.ceil(self.clock.now_s() * self.fmt.fps) + 1
+            if now_slot > self.next_slot:
+                self.next_slot = now_slot
+                self._audio_cursor = max(self._audio_cursor, self._sample(now_slot, PROGRAM_RATE_HZ))
+                self._analysis_cursor = max(self._analysis_cursor, self._sample(now_slot, ANALYSIS_RATE_HZ))
+
+    def schedule(self, item: ProgramItem, gap: bool = True, now_slot: int | None = None) -> ProgramItem:
+        """Place ``item`` after what is scheduled (a gap between two items), never in the past; returns it placed."""
+        fps = self.fmt.fps if self.fmt else 25.0
+        with self._cv:
+            prev_end = max((x.end_slot for x in self._items), default=0)
+            if now_slot is None:
+                now_slot = math.ceil((self.clock.now_s() + self.lead_ms / 1000.0) * fps) if self.clock else 0
+            start = max(self.next_slot, now_slot, prev_end + (round(self.gap_ms / 1000.0 * fps)
+                                                              if gap and self._items else 0))
+            item.start_slot = start
+            item.n_slots = max(1, math.ceil(item.duration_s * fps - 1e-9))
+            self.program.add(self._sample(start, PROGRAM_RATE_HZ), item.program_audio)
+            self.analysis.add(self._sample(start, ANALYSIS_RATE_HZ), item.analysis_audio)
+            self._items.append(item)
+            self.total_slots = max(self.total_slots, item.end_slot)
+            self._cv.notify_all()
+        return item
+
+    def _sample(self, slot: int, rate: int) -> int:
+        fps = self.fmt.fps if self.fmt else 25.0
+        return int(round(slot * rate / fps))
+
+    def cut(self, from_slot: int) -> int:
+        """Silence everything from ``from_slot`` on (never before what was already handed out); returns the slot the
+        cut took effect at."""
+        with self._cv:
+            slot = max(from_slot, self.next_slot)
+            self.program.cut(self._sample(slot, PROGRAM_RATE_HZ))
+            self.analysis.cut(self._sample(slot, ANALYSIS_RATE_HZ))
+            kept = []
+            for it in self._items:
+                if it.start_slot >= slot:
+                    continue
+                it.n_slots = min(it.n_slots, slot - it.start_slot)
+                kept.append(it)
+            self._items = kept
+            self.total_slots = max((x.end_slot for x in kept), default=0)
+            return slot
+
+    def items(self) -> list[ProgramItem]:
+        with self._lock:
+            return list(self._items)
+
+    def item_at(self, slot: int) -> ProgramItem | None:
+        with self._lock:
+            for it in self._items:
+                if it.start_slot <= slot < it.end_slot:
+                    return it
+        return None
+
+    def busy_until_slot(self) -> int:
+        """The slot after the last scheduled speech (0 when nothing is scheduled)."""
+        with self._lock:
+            return max((x.end_slot for x in self._items), default=0)
+
+    def progress(self) -> float:
+        if self.live or not self.total_slots:
+            return math.nan
+        return min(1.0, self.next_slot / self.total_slots)
+
+    def prune(self, before_slot: int) -> None:
+        """Forget items and audio that ended before ``before_slot`` (the studio's timeline is endless)."""
+        with self._lock:
+            self._items = [x for x in self._items if x.end_slot > before_slot]
+        self.program.prune(self._sample(before_slot, PROGRAM_RATE_HZ))
+        self.analysis.prune(self._sample(before_slot, ANALYSIS_RATE_HZ))
+
+    # the loop's side
+
+    def next_chunk(self, pace: Pacing) -> Chunk | None:
+        fps = self.fmt.fps
+        k = max(1, pace.max_frames)
+        skipped = 0
+        if not self.live:
+            with self._lock:
+                end = self.total_slots
+            if self.next_slot >= end and not self.endless:
+                return None
+            first = self.next_slot
+            n = min(k, end - first) if not self.endless else k
+        else:
+            while True:
+                if pace.stop.is_set():
+                    return None
+                now = self.clock.now_s()
+                # far enough ahead that the chunk is ready before its first slot is due
+                earliest = math.ceil((now + 1.25 * pace.cost_s_per_frame * k + 0.005) * fps)
+                latest = earliest + k  # never more than one chunk ahead of that
+                if self.next_slot <= latest:
+                    break
+                wait = (self.next_slot - latest) / fps
+                time.sleep(min(0.02, max(0.001, wait)))
+            first = max(self.next_slot, earliest)
+            skipped = first - self.next_slot
+            n = k
+        slots = np.arange(first, first + n, dtype=np.int64)
+        self.next_slot = first + n
+        a0, a1 = self._audio_cursor, self._sample(first + n, PROGRAM_RATE_HZ)
+        b0, b1 = self._analysis_cursor, self._sample(first + n, ANALYSIS_RATE_HZ)
+        self._audio_cursor, self._analysis_cursor = a1, b1
+        item = self.item_at(first)
+        with self._lock:
+            items = tuple(x for x in self._items if x.start_slot < first + n and x.end_slot > first)
+        seg_start = item is not None and item.start_slot == first
+        chunk = Chunk(index=self._chunks, slots=slots, audio=self.program.read(a0, a1 - a0), audio_start=a0,
+                      analysis=self.analysis.read(b0, b1 - b0), analysis_start=b0,
+                      on_air=item.on_air if item is not None else OnAir(), skipped=skipped,
+                      seg_start=seg_start or self._chunks == 0, created_ns=time.monotonic_ns(), items=items)
+        self._chunks += 1
+        return chunk
+
+
+# -- the microphone -----------------------------------------------------------------------------------------------------
+
+class _Upsampler3:
+    """16 kHz -> 48 kHz, streaming and exact in length (3 samples out per sample in): zero-stuffing and a linear-phase
+    low-pass FIR whose state carries across calls (31 samples of delay at 48 kHz, 0.65 ms)."""
+
+    def __init__(self) -> None:
+        from scipy.signal import firwin
+
+        self.taps = (3.0 * firwin(63, 7600.0, fs=48000.0)).astype(np.float64)
+        self.zi = np.zeros(len(self.taps) - 1)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        from scipy.signal import lfilter
+
+        up = np.zeros(3 * len(x))
+        up[::3] = x
+        y, self.zi = lfilter(self.taps, 1.0, up, zi=self.zi)
+        return y.astype(np.float32)
+
+
+class MicSource(Source):
+    """The microphone (module docstring). ``capture``: a started ``studio.audio.capture.MicCapture``."""
+
+    name = "microphone"
+    live = True
+
+    def __init__(self, capture, lead_s: float = 0.04, stall_ms: float = 250.0,
+                 present_delay_s: float = 0.0) -> None:
+        self.capture = capture
+        self.ring = capture.ring
+        self.rate_hz = self.ring.sample_rate_hz
+        if self.rate_hz != ANALYSIS_RATE_HZ:
+            raise ValueError(f"the capture ring runs at {self.rate_hz} Hz, the pipeline at {ANALYSIS_RATE_HZ} Hz")
+        self.lead = int(round(lead_s * self.rate_hz))
+        self.stall_ns = int(stall_ms * 1e6)
+        self.present_delay_s = present_delay_s  # the preview shows slots this much later (keyframe interpolation)
+        self.silence_samples = 0
+        self._up = _Upsampler3()
+        self._started = False
+
+    def open(self, fmt: ProgramFormat) -> None:
+        super().open(fmt)
+        if self._started:
+            return
+        self._started = True
+        now = time.monotonic_ns()
+        total = self.ring.total_written
+        self.offset = -total  # session sample = ring sample + offset
+        self.start_ring = total
+        self._rc = total  # next ring sample handed out as chunk audio
+        self._sc = 0  # next session sample handed out
+        self._silence_owed = 0  # silence inserted while the ring stalled, not handed out yet
+        self._seen_total = total
+        self._last_audio_ns = now
+        self._virtual_ns: int | None = None
+        self.next_k = 0
+        self._chunks = 0
+
+    def set_lead(self, lead_s: float) -> None:
+        self.lead = int(round(lead_s * self.rate_hz))
+
+    def ring_sample(self, slot: int) -> int:
+        """The ring sample that slot ``slot`` shows."""
+        return int(round(slot * self.rate_hz / self.fmt.fps)) - self.offset
+
+    def ring_time_s(self, slot: int) -> float:
+        return self.ring_sample(slot) / self.rate_hz
+
+    def _advance(self, now_ns: int) -> tuple[int, int]:
+        """Account for new audio or, while none comes, wall time as silence; returns (session samples known, silence
+        samples inserted now)."""
+        total = self.ring.total_written
+        if total != self._seen_total:
+            self._seen_total = total
+            self._last_audio_ns = now_ns
+            self._virtual_ns = None
+        gap = 0
+        if now_ns - self._last_audio_ns > self.stall_ns:
+            if self._virtual_ns is None:
+                self._virtual_ns = self._last_audio_ns
+            gap = int((now_ns - self._virtual_ns) * self.rate_hz // 1_000_000_000)
+            if gap > 0:
+                self.offset += gap
+                self.silence_samples += gap
+                self._silence_owed += gap
+                self._virtual_ns += gap * 1_000_000_000 // self.rate_hz
+        return total + self.offset, gap
+
+    def seconds_until_due(self) -> float:
+        need = int(round(self.next_k * self.rate_hz / self.fmt.fps)) + self.lead - self.offset
+        return max(0.0, (need - self.ring.total_written) / self.rate_hz)
+
+    def next_chunk(self, pace: Pacing) -> Chunk | None:
+        fps = self.fmt.fps
+        while True:
+            if pace.stop.is_set():
+                return None
+            known, _ = self._advance(time.monotonic_ns())
+            k = math.floor((known - self.lead) * fps / self.rate_hz)
+            if k >= self.next_k:
+                break
+            time.sleep(min(0.002, max(0.0005, self.seconds_until_due())))
+        n = max(1, pace.max_frames)
+        first = max(self.next_k, k - n + 1)
+        skipped = first - self.next_k
+        self.next_k = k + 1
+        slots = np.arange(first, k + 1, dtype=np.int64)
+        audio = self._take_audio(int(round((k + 1) * self.rate_hz / fps)))
+        start_session = self._sc - len(audio)
+        heard = np.array([self.ring.arrival_ns(self.ring_sample(s)) or 0 for s in slots], np.int64)
+        chunk = Chunk(index=self._chunks, slots=slots, audio=self._up(audio), audio_start=3 * start_session,
+                      analysis=audio, analysis_start=start_session, skipped=skipped, heard_ns=heard,
+                      seg_start=self._chunks == 0, created_ns=time.monotonic_ns())
+        self._chunks += 1
+        return chunk
+
+    def _take_audio(self, end_session: int) -> np.ndarray:
+        """Session samples [cursor, end_session): what the ring holds first, then the silence inserted while it
+        stalled, zeros for anything lost (overwritten before it was read)."""
+        need = end_session - self._sc
+        if need <= 0:
+            return np.zeros(0, np.float32)
+        parts = []
+        total = self.ring.total_written
+        take = min(need, max(0, total - self._rc))
+        if take:
+            lo = max(self._rc, self.ring.oldest_sample)
+            x = self.ring.read(lo, self._rc + take - lo) if self._rc + take > lo else None
+            part = np.zeros(take, np.float32)
+            if x is not None:
+                part[lo - self._rc:] = x
+            parts.append(part)
+            self._rc += take
+        rest = need - take
+        if rest:
+            owed = min(rest, self._silence_owed)
+            self._silence_owed -= owed
+            parts.append(np.zeros(rest, np.float32))  # inserted silence (and, rarely, audio not arrived yet)
+        self._sc = end_session
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+@SOURCES.register("program")
+def _program(**kwargs) -> ProgramSource:
+    return ProgramSource(**kwargs)
+
+
+@SOURCES.register("microphone")
+def _mic(**kwargs) -> MicSource:
+    return MicSource(**kwargs)
