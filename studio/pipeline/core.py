@@ -588,6 +588,7 @@ class Core:
                 caches["features"] = CacheRate(int(fs["hits"]), int(fs["misses"]), float(fs.get("saved_ms", 0.0)))
         gpu_mb = torch.cuda.memory_allocated(self.device) / 2 ** 20 if self.cuda else math.nan
         extra = {k: float(v) for k, v in st.items() if isinstance(v, (int, float))}
+        extra["chunk_frames"] = float(self.s.chunk_frames)
         if self.features is not None:
             extra.update({f"features_{k}": float(v) for k, v in self.features.stats().items()})
         return TelemetrySample(

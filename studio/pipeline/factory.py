@@ -7,6 +7,7 @@ flags ask for) and the audio-feature stage an engine needs, and refuses what mus
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from studio.errors import InputError
@@ -73,3 +74,35 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
         features = FeatureStage(gen, settings)
     return Core(source, motion, pool, outputs, settings, bus=bus, canvas_style=canvas_style, features=features,
                 bus_source=bus_source)
+
+
+def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> float:
+    """Wall ms per output frame of the core at ``settings`` on this machine, now: a short silent program through a
+    core that drops its output (after a warm-up chunk). What the studio refuses a picture format with."""
+    import numpy as np
+
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.roles import OnAir, Output, ProgramBatch
+    from studio.pipeline.sources import ProgramItem, ProgramSource
+
+    class _Drop(Output):
+        name = "drop"
+        needs_rgb = False
+
+        def write(self, batch: ProgramBatch) -> None:
+            pass
+
+    n = int(seconds * 16000)
+    item = ProgramItem(program_audio=np.zeros(3 * n, np.float32), analysis_audio=np.zeros(n, np.float32),
+                       on_air=OnAir(title="Measuring"))
+    s = replace(settings, measure_baseline=False)
+    warm = make_core(ProgramSource([ProgramItem(np.zeros(3 * 3200, np.float32), np.zeros(3200, np.float32))]),
+                     ProgramMotion(), s, anchor, [_Drop()], on_air=False)
+    warm.run()
+    warm.pool.close()
+    core = make_core(ProgramSource([item]), ProgramMotion(), s, anchor, [_Drop()], on_air=False)
+    try:
+        rep = core.run()
+    finally:
+        core.pool.close()
+    return rep.ms_per_frame

@@ -90,6 +90,18 @@ def recover_recordings(folder: Path) -> list[Path]:
     return out
 
 
+def lower_thread_priority(nice: int = 10) -> None:
+    """Make the calling thread yield the CPU to the core and the GUI (Linux: per-thread nice; elsewhere a no-op).
+
+    On a 2-core machine the speech and anchor workers otherwise compete with the frames the producer watches."""
+    import os
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (AttributeError, OSError) as exc:
+        log.debug("cannot lower the priority of %s: %s", threading.current_thread().name, exc)
+
+
 def _warm_imports() -> None:
     """Import what recording and the microphone mode need while nothing is on air: a first import holds the GIL for
     100-300 ms on a busy 2-core machine, which froze the window when recording started."""
@@ -153,8 +165,9 @@ class StudioRuntime:
         self._anchor_name = ""
         self._anchor_path: Path | None = None
         self._anchor_future: cf.Future | None = None
-        self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="speech")
-        self._anchor_pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="anchor")
+        self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="speech", initializer=lower_thread_priority)
+        self._anchor_pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="anchor",
+                                                  initializer=lower_thread_priority)
         self._default_voice = self.settings.default_voice
         self._audio_engine = self.settings.audio_engine
         self._speech: list[tuple[int, cf.Future]] = []  # (rundown row, speech future) not yet scheduled
@@ -480,10 +493,33 @@ class StudioRuntime:
             self._start_core()
 
     def _set_format(self, settings: CoreSettings, background: Path | None) -> None:
+        """A new picture format, engine or device: refused while on air or recording, and refused when this machine,
+        measured now at that format, cannot keep up with its frame rate."""
+        from studio.pipeline.factory import measure_format
+
         if self._live or self._recorder is not None:
             self._emit(cmd.FormatChanged(self._core_settings, "Stop the rundown and the recording first: the "
                                                               "picture format changes between shows."))
             return
+        settings = replace(settings, optimizations=self._core_settings.optimizations,
+                           measure_baseline=self._core_settings.measure_baseline)
+        if self._anchor is not None:
+            self._stop_core()  # measure on a quiet machine: the idle presenter would take half of it
+            try:
+                ms = measure_format(settings, self._anchor)
+            except StudioError as exc:
+                self._start_core()
+                self._emit(cmd.FormatChanged(self._core_settings, f"Not applied: {exc}"))
+                return
+            budget = 1000.0 / settings.fps
+            if ms > 0.9 * budget:
+                self._start_core()
+                w, h = settings.output_size
+                self._emit(cmd.FormatChanged(self._core_settings, (
+                    f"Not applied: at {w} x {h} this machine measured {ms:.0f} ms per frame just now; "
+                    f"{settings.fps:g} fps needs under {0.9 * budget:.0f} ms. Choose a smaller picture, a lower "
+                    "frame rate or sparser keyframes.")))
+                return
         self._core_settings = settings
         self.settings = replace(self.settings, canvas_background=background)
         self._preview.clear()

@@ -1,158 +1,177 @@
-"""The HUD: a toggleable overlay (shortcut H) on the program preview that draws the newest ``TelemetrySample`` of the
-telemetry bus: per-stage ms (median / p95), fps, drops, queue depths, cache hit rates, and the compute saved against
-a baseline measured on this machine, with one pill per optimization (active with its measured share, not active, or
-unavailable and why).
+"""The HUD strip under the program preview: the live "compute saved" ribbon and one pill per optimization.
 
-The HUD never talks to the runtime: the window's one timer calls ``refresh()``, which pulls the bus's latest sample.
+Everything it shows is the newest ``TelemetrySample`` of the core on the telemetry bus, measured on this machine while
+the studio runs: the ribbon is (baseline - actual) / baseline with both costs from the core's interleaved baseline
+chunks; each pill shows its optimization's measured share. Clicking a pill turns that optimization off or on in the
+running core (``toggled``); a pill the machine cannot use says so, with the reason, and cannot be clicked.
+
+The strip never talks to the runtime: the window's one timer calls ``refresh()``, which pulls the bus.
 """
 
 from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout,
+                               QWidget)
 
+from studio.pipeline.settings import Optimization
 from studio.pipeline.telemetry import OptimizationShare, OptimizationStatus, TelemetryBus, TelemetrySample
 
-PILL_COLORS = {  # status -> (background, border, text)
-    OptimizationStatus.ACTIVE: ("#173d2a", "#2fbf71", "#c9f5dc"),
-    OptimizationStatus.INACTIVE: ("#1c222b", "#2a323d", "#8792a2"),
-    OptimizationStatus.UNAVAILABLE: ("#2e2412", "#5a4417", "#f2a541"),
+WHAT = {  # what each optimization does, for the pills' tooltips
+    Optimization.PYRAMIDAL: "Generate small and bring it up to size (built-in engine: a low-resolution warp field; "
+                            "other engines: their small native size + super-resolution).",
+    Optimization.AUDIO_CACHE: "Fingerprint cache in front of the audio encoders: repeated phrases skip the encoder.",
+    Optimization.FRAME_INTERPOLATION: "Generate keyframes only and interpolate the frames between them (motion "
+                                      "space for the built-in engine, RIFE for the others).",
+    Optimization.KV_CACHE: "The motion model's sliding-window INT8 KV cache: bounded memory and step time.",
+    Optimization.ASYNC_PIPELINE: "Motion, generation and post-processing overlap on three threads (two CUDA "
+                                 "streams on a GPU).",
+    Optimization.SILENCE_SIEVE: "Where nobody speaks, keyframes are sparser and the audio model rests.",
+    Optimization.CUDA_GRAPHS: "Generation replayed as CUDA graphs (or a compiled engine).",
+    Optimization.GPU_ENCODE: "Colour conversion to NV12 on the GPU (only NV12 crosses PCIe), NVENC where it opens.",
 }
-PILLS_PER_ROW = 2
-
-
-def _ms(v: float) -> str:
-    return "—" if not math.isfinite(v) else f"{v:.1f}"
 
 
 def _pct(v: float) -> str:
     return "—" if not math.isfinite(v) else f"{100 * v:.0f}%"
 
 
+def _ms(v: float) -> str:
+    return "—" if not math.isfinite(v) else f"{v:.1f}"
+
+
 def pill_text(share: OptimizationShare) -> str:
     """What one pill says: the name and, in plain words, whether it runs and what it saved."""
-    name = share.name.replace("_", " ")
+    name = Optimization(share.name).label if share.name in {o.value for o in Optimization} \
+        else share.name.replace("_", " ")
     if share.status is OptimizationStatus.UNAVAILABLE:
-        return f"{name}: unavailable ({share.reason})" if share.reason else f"{name}: unavailable"
+        return f"{name}: n/a here"
     if share.status is OptimizationStatus.INACTIVE:
-        tail = f", bench {_pct(share.saved_fraction)}" if math.isfinite(share.saved_fraction) else ""
-        return f"{name}: not active ({share.reason}{tail})" if share.reason else f"{name}: not active{tail}"
-    return f"{name}: saves {_pct(share.saved_fraction)}"
+        return f"{name}: off"
+    return f"{name}: {_pct(share.saved_fraction)}"
 
 
-class Hud(QFrame):
-    """The overlay; ``refresh()`` pulls the bus, ``show_sample()`` draws one sample (tests call it directly too)."""
+PILLS_PER_ROW = 4
 
-    def __init__(self, bus: TelemetryBus, parent: QWidget | None = None) -> None:
+PILL_STYLE = """
+QPushButton[role="pill"] {{ border-radius: 11px; padding: 2px 8px; font-size: 8pt; font-weight: 600; }}
+QPushButton[role="pill"][status="active"] {{ background: #173d2a; border: 1px solid #2fbf71; color: #c9f5dc; }}
+QPushButton[role="pill"][status="not active"] {{ background: #1c222b; border: 1px solid #2a323d; color: #8792a2; }}
+QPushButton[role="pill"][status="unavailable"] {{ background: #2e2412; border: 1px solid #5a4417; color: #c99a4a; }}
+"""
+
+
+class HudStrip(QFrame):
+    """The strip (module docstring); ``refresh()`` pulls the bus, ``show_sample()`` draws one sample."""
+
+    toggled = Signal(object, bool)  # (Optimization, on)
+
+    def __init__(self, bus: TelemetryBus, source: str = "core", parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.bus = bus
-        self.setObjectName("hud")
-        self.setAttribute(Qt.WA_TransparentForMouseEvents)
-        self.setStyleSheet("QFrame#hud { background: rgba(8, 10, 14, 215); border: 1px solid #2a323d;"
-                           " border-radius: 6px; } QLabel { color: #dfe5ec; background: transparent; }"
-                           " QLabel[role='hudmono'] { font-family: 'DejaVu Sans Mono', monospace; font-size: 9pt; }")
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(10, 8, 10, 8)
-        lay.setSpacing(4)
-        self.title = QLabel("HUD · waiting for telemetry (H hides)")
-        self.title.setStyleSheet("font-weight: 700;")
-        self.rates = QLabel()
-        self.stages = QLabel()
-        self.queues = QLabel()
-        self.caches = QLabel()
-        self.compute = QLabel()
-        self.source = QLabel()
-        for lbl in (self.rates, self.stages, self.queues, self.caches, self.compute):
-            lbl.setProperty("role", "hudmono")
-        self.source.setStyleSheet("color: #8792a2; font-size: 8pt;")
-        self.source.setWordWrap(True)
-        self.source.setMaximumWidth(460)
-        self.pill_grid = QGridLayout()
-        self.pill_grid.setSpacing(4)
-        self.pills: list[QLabel] = []
-        for w in (self.title, self.rates, self.stages, self.queues, self.caches, self.compute):
-            lay.addWidget(w)
-        lay.addLayout(self.pill_grid)
-        lay.addWidget(self.source)
+        self.source_name = source
+        self.setObjectName("hudstrip")
+        self.setStyleSheet("QFrame#hudstrip { background: #0b0e12; border-top: 1px solid #2a323d; }"
+                           + PILL_STYLE.format())
+        self.ribbon = QLabel("— compute saved")
+        self.ribbon.setStyleSheet("font-size: 17pt; font-weight: 800; color: #2fbf71;")
+        self.ribbon.setToolTip("Waiting for the first measurements.")
+        self.detail = QLabel("measuring…")
+        self.detail.setProperty("role", "muted")
+        self.status = QLabel("")
+        self.status.setProperty("role", "muted")
+        self.status.setStyleSheet("font-family: 'DejaVu Sans Mono', monospace; font-size: 9pt;")
+        left = QVBoxLayout()
+        left.setSpacing(0)
+        left.addWidget(self.ribbon)
+        left.addWidget(self.detail)
+        self.pills: dict[Optimization, QPushButton] = {}
+        pill_grid = QGridLayout()
+        pill_grid.setHorizontalSpacing(6)
+        pill_grid.setVerticalSpacing(4)
+        for i, opt in enumerate(Optimization):
+            b = QPushButton(opt.label)
+            b.setProperty("role", "pill")
+            b.setProperty("status", "not active")
+            b.setCheckable(True)
+            b.setCursor(Qt.PointingHandCursor)
+            b.clicked.connect(lambda on, o=opt: self.toggled.emit(o, on))
+            b.setToolTip(WHAT[opt])
+            b.setMinimumWidth(60)
+            b.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+            self.pills[opt] = b
+            pill_grid.addWidget(b, i // PILLS_PER_ROW, i % PILLS_PER_ROW)
+        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        right = QVBoxLayout()
+        right.setSpacing(4)
+        right.addLayout(pill_grid)
+        right.addWidget(self.status)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(10, 6, 10, 6)
+        lay.setSpacing(16)
+        lay.addLayout(left)
+        lay.addLayout(right, 1)
         self.sample: TelemetrySample | None = None
         self._published = -1
 
     def refresh(self) -> None:
-        """Pull the bus's newest sample (cheap when nothing new was published)."""
+        """Pull the bus's newest sample of the core (cheap when nothing new was published)."""
         if not self.isVisible() or self.bus.published == self._published:
             return
         self._published = self.bus.published
-        sample = self.bus.latest()
+        sample = self.bus.latest(self.source_name)
         if sample is not None:
             self.show_sample(sample)
 
     def show_sample(self, s: TelemetrySample) -> None:
         self.sample = s
-        self.title.setText(f"HUD · {s.source} · measured live (H hides)")
-        self.rates.setText(f"{s.fps_shown:5.1f} / {s.fps_target:.0f} fps   produced {s.frames_produced}"
-                           f"   dropped {s.frames_dropped}"
-                           + (f"   GPU {s.gpu_mem_mb:.0f} MB" if math.isfinite(s.gpu_mem_mb) else ""))
-        self.stages.setText("\n".join(f"{k:<12} {_ms(v.median_ms):>7} ms  p95 {_ms(v.p95_ms):>7} ms"
-                                      for k, v in s.stages.items()) or "no stage timings yet")
-        self.queues.setText("queues  " + ("  ".join(f"{k} {v}" for k, v in s.queue_depths.items()) or "—")
-                            + ("   drops " + "  ".join(f"{k} {v}" for k, v in s.drops.items()) if s.drops else ""))
-        self.caches.setText("caches  " + ("  ".join(f"{k} {_pct(c.hit_rate)} hit" for k, c in s.caches.items())
-                                          or "none in use"))
+        stages = "  ".join(f"{k} {_ms(v.median_ms)}" for k, v in s.stages.items())
+        queues = "  ".join(f"{k} {v}" for k, v in s.queue_depths.items())
+        self.status.setText(f"{s.frames_produced} frames · dropped {s.frames_dropped} · ms per chunk: {stages or '—'}"
+                            + (f" · queues {queues}" if queues else "")
+                            + (f" · GPU {s.gpu_mem_mb:.0f} MB" if math.isfinite(s.gpu_mem_mb) else ""))
         c = s.compute
-        if c is None:
-            self.compute.setText("compute saved: — (no baseline measured yet)")
-            self.source.setText("")
-            self._set_pills(())
+        if c is None or not math.isfinite(c.saved_fraction):
+            self.ribbon.setText("— compute saved")
+            self.detail.setText("measuring the baseline…")
+            self.ribbon.setToolTip(c.baseline_source if c is not None else "Waiting for the first measurements.")
         else:
-            self.compute.setText(f"compute saved {_pct(c.saved_fraction)}   {_ms(c.actual_ms_per_frame)} of "
-                                 f"{_ms(c.baseline_ms_per_frame)} ms/frame")
-            self.source.setText(f"baseline: {c.baseline_source}")
-            self._set_pills(c.shares)
-        self.adjustSize()
-
-    def _set_pills(self, shares: tuple[OptimizationShare, ...]) -> None:
-        while len(self.pills) < len(shares):
-            lbl = QLabel()
-            self.pill_grid.addWidget(lbl, len(self.pills) // PILLS_PER_ROW, len(self.pills) % PILLS_PER_ROW)
-            self.pills.append(lbl)
-        for i, lbl in enumerate(self.pills):
-            if i >= len(shares):
-                lbl.hide()
+            self.ribbon.setText(f"{100 * c.saved_fraction:.0f}% compute saved")
+            self.ribbon.setStyleSheet("font-size: 17pt; font-weight: 800; color: "
+                                      + ("#2fbf71;" if c.saved_fraction >= 0 else "#f2a541;"))
+            self.detail.setText(f"{_ms(c.actual_ms_per_frame)} of {_ms(c.baseline_ms_per_frame)} ms per frame")
+            self.ribbon.setToolTip(
+                "Compute saved = (baseline - actual) / baseline, both measured now on this machine.\n"
+                f"Baseline: {c.baseline_source}.\nActual: the normal chunks' stage costs per output frame.")
+        shares = {sh.name: sh for sh in (c.shares if c is not None else ())}
+        for opt, b in self.pills.items():
+            sh = shares.get(opt.value)
+            if sh is None:
                 continue
-            bg, border, fg = PILL_COLORS[shares[i].status]
-            lbl.setStyleSheet(f"background: {bg}; border: 1px solid {border}; color: {fg}; border-radius: 9px;"
-                              " padding: 1px 8px; font-size: 8pt;")
-            lbl.setText(pill_text(shares[i]))
-            lbl.show()
+            status = sh.status.value
+            if b.property("status") != status:
+                b.setProperty("status", status)
+                b.style().unpolish(b)
+                b.style().polish(b)
+            b.setText(pill_text(sh))
+            b.setChecked(sh.status is OptimizationStatus.ACTIVE)
+            b.setEnabled(sh.status is not OptimizationStatus.UNAVAILABLE)
+            why = sh.reason or ("switched off" if sh.status is OptimizationStatus.INACTIVE else "")
+            b.setToolTip(f"{WHAT[opt]}\n{pill_text(sh)}" + (f" — {why}" if why else "")
+                         + ("" if sh.status is OptimizationStatus.UNAVAILABLE else "\nClick to turn it "
+                            + ("off." if sh.status is OptimizationStatus.ACTIVE else "on.")))
 
 
-class _Follow(QObject):
-    """Keeps the HUD at the top-left of its parent (under the timecode badge) when the parent resizes."""
-
-    def __init__(self, hud: Hud) -> None:
-        super().__init__(hud)
-        self.hud = hud
-
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt)
-        if event.type() == QEvent.Resize:
-            self.hud.move(10, 44)
-            self.hud.setMaximumWidth(max(200, obj.width() - 20))
-        return False
-
-
-def install_hud(window: QWidget, over: QWidget, bus: TelemetryBus) -> tuple[Hud, QAction]:
-    """A hidden HUD over ``over`` and the window action (shortcut H) that toggles it."""
-    hud = Hud(bus, over)
-    hud.move(10, 44)
-    over.installEventFilter(_Follow(hud))
-    hud.hide()
-    action = QAction("Show HUD (telemetry)", window)
+def install_hud(window: QWidget, strip: HudStrip) -> QAction:
+    """The window action (shortcut H) that hides and shows the strip (visible by default)."""
+    action = QAction("Show HUD (telemetry strip)", window)
     action.setCheckable(True)
+    action.setChecked(True)
     action.setShortcut(QKeySequence(Qt.Key_H))
     action.setShortcutContext(Qt.WindowShortcut)
-    action.toggled.connect(lambda on: (hud.setVisible(on), hud.raise_(), hud.refresh()))
+    action.toggled.connect(lambda on: (strip.setVisible(on), strip.refresh()))
     window.addAction(action)
-    return hud, action
+    return action

@@ -26,7 +26,9 @@ from studio.pipeline.rundown import load_user_rundown, save_rundown
 from studio.pipeline.telemetry import ClockSource, RuntimeState, StallMeter, TelemetrySnapshot
 from studio.ui import theme
 from studio.ui.bridge import RuntimeBridge
-from studio.ui.hud import install_hud
+from studio.ui.charts import TelemetryCharts
+from studio.ui.format_panel import FormatPanel, load_format
+from studio.ui.hud import HudStrip, install_hud
 from studio.ui.preview import LevelMeter, PreviewPanel
 from studio.ui.rundown_panel import RundownPanel, Teleprompter
 
@@ -34,11 +36,38 @@ log = logging.getLogger(__name__)
 
 TICK_MS = 16  # the one timer: frames, meters, telemetry (STYLE rule 5)
 TELEMETRY_EVERY_TICKS = 6  # ~100 ms
+CHARTS_EVERY_TICKS = 30  # ~500 ms: redrawing seven plots costs the GUI thread ~25 ms a time on 2 cores
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 APP_TITLE = "NewsStudio"
 FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized
-LAYOUT_VERSION = 2  # bump when the default dock layout changes, so an old saved layout is not restored over it
+LAYOUT_VERSION = 3  # bump when the default dock layout changes, so an old saved layout is not restored over it
 ON_AIR_STATES = (RuntimeState.LIVE, RuntimeState.PREPARING, RuntimeState.MICROPHONE)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def default_studio_settings(qs: QSettings, cuda: bool) -> StudioSettings:
+    """The studio's runtime settings: the machine's defaults (the GPU where there is one, every optimization that
+    applies there), then what the producer saved (picture format, engine, device, optimizations)."""
+    from dataclasses import replace
+
+    from studio.pipeline.factory import default_optimizations
+    from studio.pipeline.settings import Optimization
+
+    base = StudioSettings()
+    device = "cuda" if cuda else "cpu"
+    core = replace(base.core, device=device, optimizations=default_optimizations(device))
+    core, background = load_format(qs, core, cuda)
+    saved = qs.value("pipeline/optimizations", None)
+    if saved is not None:
+        names = [x for x in str(saved).split(",") if x]
+        flags = frozenset(Optimization(x) for x in names if x in {o.value for o in Optimization})
+        core = replace(core, optimizations=flags & default_optimizations(core.device))
+    return replace(base, core=core, canvas_background=background)
 
 
 def studio_settings() -> QSettings:
@@ -80,6 +109,9 @@ class MainWindow(QMainWindow):
                  settings: QSettings | None = None) -> None:
         super().__init__()
         self.settings = settings or studio_settings()
+        self.cuda = _cuda_available()
+        if runtime_settings is None:
+            runtime_settings = default_studio_settings(self.settings, self.cuda)
         self.bridge = RuntimeBridge(runtime_settings, parent=self)
         self.bridge.event.connect(self._on_event)
         self.runtime = self.bridge.runtime
@@ -196,7 +228,20 @@ class MainWindow(QMainWindow):
         self.record_status = _label("Records the program (picture and sound) to MP4.", "muted")
         rec_panel = _panel(folder_row, self.record_button, self.record_time, self.record_status)
 
-        self.preview_dock = self._dock("PROGRAM", "preview", self.preview)
+        self.hud_strip = HudStrip(self.runtime.bus)
+        self.hud_strip.toggled.connect(self._toggle_optimization)
+        program = QWidget()
+        program_lay = QVBoxLayout(program)
+        program_lay.setContentsMargins(0, 0, 0, 0)
+        program_lay.setSpacing(0)
+        program_lay.addWidget(self.preview, 1)
+        program_lay.addWidget(self.hud_strip)
+        self.preview_dock = self._dock("PROGRAM", "preview", program)
+        self.charts = TelemetryCharts()
+        self.charts_dock = self._dock("TELEMETRY", "telemetry", self.charts)
+        self.format_panel = FormatPanel(self.settings, self.runtime.core_settings, self.cuda)
+        self.format_panel.apply_requested.connect(lambda s, bg: self.bridge.send(rt.SetFormat(s, bg)))
+        self.format_dock = self._dock("PROGRAM FORMAT", "format", self.format_panel)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
         self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
         self.anchor_dock = self._dock("ANCHOR", "anchor", anchor_panel)
@@ -211,6 +256,9 @@ class MainWindow(QMainWindow):
         self.splitDockWidget(self.voice_dock, self.mic_dock, Qt.Vertical)
         self.splitDockWidget(self.mic_dock, self.record_dock, Qt.Vertical)
         self.splitDockWidget(self.preview_dock, self.prompter_dock, Qt.Vertical)
+        self.splitDockWidget(self.prompter_dock, self.charts_dock, Qt.Horizontal)
+        self.tabifyDockWidget(self.voice_dock, self.format_dock)
+        self.voice_dock.raise_()
         self.setMinimumSize(1100, 700)
 
     def _default_layout(self) -> None:
@@ -219,7 +267,9 @@ class MainWindow(QMainWindow):
         side, rundown = 280, 400
         self.resizeDocks([self.anchor_dock, self.preview_dock, self.rundown_dock],
                          [side, max(400, w - side - rundown), rundown], Qt.Horizontal)
-        self.resizeDocks([self.preview_dock, self.prompter_dock], [max(400, h - 260), 170], Qt.Vertical)
+        self.resizeDocks([self.preview_dock, self.prompter_dock], [max(400, h - 300), 250], Qt.Vertical)
+        self.resizeDocks([self.prompter_dock, self.charts_dock], [420, max(300, w - side - rundown - 420)],
+                         Qt.Horizontal)
 
     def _build_actions(self) -> None:
         self.live_action = QAction("Go live / Stop", self)
@@ -243,10 +293,11 @@ class MainWindow(QMainWindow):
         menu.addAction(self.record_action)
         menu.addAction(self.mode_action)
         view = self.menuBar().addMenu("&View")
-        for d in (self.preview_dock, self.rundown_dock, self.prompter_dock, self.anchor_dock, self.voice_dock,
+        for d in (self.preview_dock, self.rundown_dock, self.prompter_dock, self.charts_dock, self.format_dock,
+                  self.anchor_dock, self.voice_dock,
                   self.mic_dock, self.record_dock):
             view.addAction(d.toggleViewAction())
-        self.hud, self.hud_action = install_hud(self, self.preview.view, self.runtime.bus)
+        self.hud_action = install_hud(self, self.hud_strip)
         view.addAction(self.hud_action)
 
     def _build_status_bar(self) -> None:
@@ -352,6 +403,15 @@ class MainWindow(QMainWindow):
     def toggle_mode(self) -> None:
         self.set_mode(rt.PreviewMode.SCRIPT if self.mode == rt.PreviewMode.MICROPHONE else rt.PreviewMode.MICROPHONE)
 
+    def _toggle_optimization(self, opt, on: bool) -> None:
+        """A HUD pill was clicked: that optimization off or on in the running core, kept for the next session."""
+        flags = set(self.runtime.core_settings.optimizations)
+        (flags.add if on else flags.discard)(opt)
+        self.settings.setValue("pipeline/optimizations", ",".join(sorted(o.value for o in flags)))
+        self.bridge.send(rt.SetOptimizations(frozenset(flags)))
+        self.statusBar().showMessage(f"{opt.label} {'on' if on else 'off'}: the HUD shows the difference within "
+                                     "seconds.", 5000)
+
     def _go_live(self, rows: list, segments: list) -> None:
         self.live_stall_max_ms = 0.0
         self.bridge.send(rt.GoLive(tuple(segments), tuple(rows)))
@@ -445,7 +505,10 @@ class MainWindow(QMainWindow):
         self.mic_meter.set_level(self.runtime.input_level_dbfs())
         if self._ticks % TELEMETRY_EVERY_TICKS == 0:
             self._refresh_telemetry()
-            self.hud.refresh()
+            self.hud_strip.refresh()
+        if self._ticks % CHARTS_EVERY_TICKS == 3:  # offset from the telemetry tick: never both in one tick
+            self.charts.update_from(self.runtime.bus.latest("core"), self.telemetry.fps_shown if self.telemetry
+                                    else 0.0)
 
     def _refresh_telemetry(self) -> None:
         t = self.runtime.telemetry()
@@ -574,6 +637,10 @@ class MainWindow(QMainWindow):
         elif isinstance(e, rt.RecordingsRecovered):
             names = ", ".join(p.name for p in e.paths)
             self.statusBar().showMessage(f"Recovered recordings cut short last time: {names}", 15000)
+        elif isinstance(e, rt.FormatChanged):
+            self.format_panel.result(e.settings, e.message)
+            if e.message:
+                self.statusBar().showMessage(e.message, 15000)
         elif isinstance(e, rt.Error):
             self.statusBar().showMessage(e.message, 15000)
 

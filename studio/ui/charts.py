@@ -1,0 +1,107 @@
+"""Live telemetry charts (pyqtgraph): per-stage cost, fps and drops, queue depths, audio cache hit rate, KV cache
+bytes, GPU memory and CPU load, over the last ``HISTORY_S`` seconds.
+
+Fed by the window's one timer (``update(sample, fps_shown)``): one point per call, every plot redrawn with
+``setData`` on a bounded history, so a refresh costs well under a millisecond per plot.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import deque
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QGridLayout, QWidget
+
+from studio.pipeline.telemetry import TelemetrySample
+
+HISTORY_S = 60.0
+POINTS = 120  # one point every ~0.5 s: a minute
+COLORS = ("#3d8bfd", "#2fbf71", "#f2a541", "#e5383b", "#b48ead")
+
+
+class _Plot:
+    def __init__(self, title: str, unit: str, names: tuple[str, ...]) -> None:
+        self.widget = pg.PlotWidget()
+        self.widget.setBackground("#0b0e12")
+        self.widget.setTitle(title, color="#8792a2", size="9pt")
+        self.widget.setLabel("left", unit, color="#8792a2")
+        self.widget.showGrid(x=True, y=True, alpha=0.15)
+        self.widget.setMouseEnabled(x=False, y=False)
+        self.widget.hideButtons()
+        self.widget.setMenuEnabled(False)
+        self.widget.addLegend(offset=(4, 4), labelTextSize="8pt")
+        self.curves = {n: self.widget.plot([], [], pen=pg.mkPen(COLORS[i % len(COLORS)], width=1.5), name=n)
+                       for i, n in enumerate(names)}
+        self.data = {n: deque(maxlen=POINTS) for n in names}
+
+    def add(self, t: float, values: dict[str, float]) -> None:
+        for n, v in values.items():
+            if n in self.data:
+                self.data[n].append((t, v if v is not None and math.isfinite(v) else float("nan")))
+
+    def draw(self, now: float) -> None:
+        for n, curve in self.curves.items():
+            pts = self.data[n]
+            if pts:
+                xs = [p[0] - now for p in pts]
+                ys = [p[1] for p in pts]
+                curve.setData(xs, ys, connect="finite")
+
+
+class TelemetryCharts(QWidget):
+    """The charts (module docstring)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        pg.setConfigOptions(antialias=False, foreground="#8792a2")
+        self.stages = _Plot("stage cost per frame", "ms", ("motion", "generate", "post"))
+        self.fps = _Plot("frames", "fps / count", ("fps shown", "dropped / s"))
+        self.queues = _Plot("queue depths", "chunks", ("motion->generate", "generate->post"))
+        self.cache = _Plot("audio cache", "hit rate %", ("hit rate",))
+        self.kv = _Plot("KV cache", "kB", ("kv cache",))
+        self.gpu = _Plot("GPU memory", "MB", ("allocated",))
+        self.cpu = _Plot("CPU load", "% of all cores", ("studio process",))
+        self.plots = (self.stages, self.fps, self.queues, self.cache, self.kv, self.gpu, self.cpu)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(4, 4, 4, 4)
+        grid.setSpacing(4)
+        for i, p in enumerate(self.plots):
+            p.widget.setMinimumSize(120, 110)
+            grid.addWidget(p.widget, i // 4, i % 4)
+        self._cpu0 = (time.monotonic(), time.process_time())
+        self._dropped0: tuple[float, int] | None = None
+        self.points = 0
+
+    def update_from(self, s: TelemetrySample | None, fps_shown: float) -> None:
+        """Add one point per plot (from the newest core sample) and redraw."""
+        now = time.monotonic()
+        t_prev, cpu_prev = self._cpu0
+        cpu_now = time.process_time()
+        load = 100.0 * (cpu_now - cpu_prev) / max(1e-6, (now - t_prev) * (os.cpu_count() or 1))
+        self._cpu0 = (now, cpu_now)
+        self.cpu.add(now, {"studio process": load})
+        if s is not None:
+            n = max(1.0, float(s.extra.get("chunk_frames", 1.0)))
+            self.stages.add(now, {k: v.median_ms / n for k, v in s.stages.items()})
+            if self._dropped0 is not None and now > self._dropped0[0]:
+                rate = (s.frames_dropped - self._dropped0[1]) / (now - self._dropped0[0])
+            else:
+                rate = 0.0
+            self._dropped0 = (now, s.frames_dropped)
+            self.fps.add(now, {"fps shown": fps_shown, "dropped / s": max(0.0, rate)})
+            self.queues.add(now, {k: float(v) for k, v in s.queue_depths.items()})
+            caches = list(s.caches.values())
+            if caches:
+                hits = sum(c.hits for c in caches)
+                total = hits + sum(c.misses for c in caches)
+                self.cache.add(now, {"hit rate": 100.0 * hits / total if total else float("nan")})
+            if "kv_cache_bytes" in s.extra:
+                self.kv.add(now, {"kv cache": s.extra["kv_cache_bytes"] / 1024.0})
+            self.gpu.add(now, {"allocated": s.gpu_mem_mb})
+        self.points += 1
+        if self.isVisible():
+            for p in self.plots:
+                p.draw(now)
