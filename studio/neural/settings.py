@@ -10,6 +10,7 @@ from studio.neural.kvcache import CacheDType
 from studio.paths import RESOURCES
 
 MODEL_DIR = RESOURCES / "models" / "audio2motion"
+EVAL_TRANSCRIPTS = MODEL_DIR / "eval_transcripts.json"  # the human clips' transcripts (evaluation only)
 
 
 class Backend(Enum):

@@ -52,3 +52,75 @@ def test_import_linter_contract_is_kept() -> None:
     proc = subprocess.run([str(exe)], cwd=STUDIO.parent, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 kept, 0 broken" in proc.stdout
+
+
+def _cycles(graph) -> list[list[str]]:
+    """Strongly connected groups of modules that import each other (Tarjan), larger than one module."""
+    import sys
+
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for m in sorted(graph.modules):
+        if m not in index:
+            visit(m)
+    return out
+
+
+def test_no_import_circle_in_studio() -> None:
+    """Every import in studio/, lazy ones inside functions included (grimp reads them all), forms no circle."""
+    import grimp
+
+    graph = grimp.build_graph("studio")
+    assert len(graph.modules) > 50
+    assert _cycles(graph) == []
+
+
+def test_the_circle_finder_finds_one() -> None:
+    class Graph:
+        modules = {"a", "b", "c"}
+
+        @staticmethod
+        def find_modules_directly_imported_by(m: str) -> set[str]:
+            return {"a": {"b"}, "b": {"a"}, "c": {"a"}}[m]
+
+    assert _cycles(Graph()) == [["a", "b"]]
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    """pyproject.toml's contracts: only studio.ui imports Qt, the runtime never imports the training tools, only the
+    command line and the tooling import the bench."""
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert exe is not None, "import-linter is part of the dev extra"
+    proc = subprocess.run([exe], cwd=STUDIO.parent, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "3 kept, 0 broken" in proc.stdout

@@ -153,7 +153,7 @@ def fortune_sentences() -> tuple[str, ...]:
     beyond the news templates. Kept only when every word is in the aligner's dictionary, and never when it shares
     four words in a row with a transcript of the human-speech evaluation (``eval_transcripts.json``)."""
     from studio.audio.recognizer import _WORD_RE, _model_paths  # the aligner's own word split and dictionary
-    from studio.neural.training.evaluate import TRANSCRIPTS
+    from studio.neural.settings import EVAL_TRANSCRIPTS as TRANSCRIPTS
 
     vocab = {ln.split(maxsplit=1)[0].split("(")[0] for ln in Path(_model_paths()[2]).read_text().splitlines() if ln}
     held = json.loads(TRANSCRIPTS.read_text())

@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from studio.bench.lipsync import PhoneClass, classify_phone
-from studio.neural.settings import MODEL_DIR
+from studio.neural.settings import EVAL_TRANSCRIPTS
 from studio.speech.types import PhonemeTiming
 from studio.speech.visemes import Viseme
 
 log = logging.getLogger(__name__)
 
-TRANSCRIPTS = MODEL_DIR / "eval_transcripts.json"
+TRANSCRIPTS = EVAL_TRANSCRIPTS
 CLOSED_PART = 0.15  # LIP_PART below this: lips together
 FPS = 25.0
 
