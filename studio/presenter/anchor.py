@@ -22,7 +22,7 @@ from studio.presenter import landmarks as lm
 
 log = logging.getLogger(__name__)
 
-ANCHOR_FORMAT_VERSION = 6
+ANCHOR_FORMAT_VERSION = 7
 DEFAULT_ANCHOR_NAME = "Astronaut (default)"
 
 Progress = Callable[[float, str], None]
@@ -41,13 +41,28 @@ class AnchorSettings:
 
 @dataclass(frozen=True)
 class MouthMaterial:
-    """Colours (RGB 0..1) for the synthesized mouth interior, taken from this face."""
+    """Colours (RGB 0..1) for the mouth interior, taken from this face, and where the photo's own teeth are."""
 
     teeth_rgb: tuple[float, float, float]
     cavity_rgb: tuple[float, float, float]
     tongue_rgb: tuple[float, float, float]
     lip_rgb: tuple[float, float, float]
     teeth_from_photo: bool  # True when the photo shows teeth and their colour was measured
+    gum_rgb: tuple[float, float, float] = (0.72, 0.38, 0.38)
+    # Where the photo shows teeth: the share of the inner-lip gap (per column, from the upper inner lip down) above
+    # which they are upper teeth (they move with the skull) and below which lower teeth (they move with the jaw);
+    # 1.0 = every visible tooth is an upper one (a smile whose lower lip hides the lower teeth).
+    teeth_split_frac: float = 1.0
+
+
+@dataclass(frozen=True)
+class TeethLayer:
+    """The photo's own teeth, cut out around the inner-lip polygon (anchor pixels), for the renderer to move."""
+
+    box: tuple[int, int, int, int]  # x0, y0, x1, y1 in the framed image
+    rgb: np.ndarray  # h x w x 3 uint8: the photo, with teeth colour inpainted outward over the non-teeth pixels
+    upper: np.ndarray  # h x w float32 0..1: upper teeth (continued upward under the upper lip)
+    lower: np.ndarray  # h x w float32 0..1: lower teeth (continued downward under the lower lip)
 
 
 @dataclass(frozen=True)
@@ -193,33 +208,131 @@ def _polygon_mask(shape: tuple[int, int], polygon: np.ndarray) -> np.ndarray:
     return mask
 
 
+def _inner_polygon(pts: np.ndarray) -> np.ndarray:
+    return np.concatenate([pts[list(lm.INNER_UPPER_LIP), :2], pts[list(lm.INNER_LOWER_LIP[::-1]), :2]])
+
+
+def _teeth_alpha(img: np.ndarray) -> np.ndarray:
+    """Soft teeth mask of RGB 0..1 pixels (H x W x 3 -> H x W): bright and unsaturated."""
+    value = img.max(axis=-1)
+    sat = (value - img.min(axis=-1)) / np.maximum(value, 1e-3)
+    bright = np.clip((value - 0.40) / 0.12, 0.0, 1.0)
+    pale = np.clip((0.42 - sat) / 0.12, 0.0, 1.0)
+    return (bright * pale).astype(np.float32)
+
+
+def _chain_y_at(pts: np.ndarray, chain: tuple[int, ...], xs: np.ndarray) -> np.ndarray:
+    order = np.argsort(pts[list(chain), 0])
+    return np.interp(xs, pts[list(chain), 0][order], pts[list(chain), 1][order])
+
+
+def _teeth_split(img: np.ndarray, pts: np.ndarray, inner_mask: np.ndarray) -> float:
+    """Share of the inner gap above which the photo's teeth are upper teeth (see ``MouthMaterial``).
+
+    Per column of the open mouth: a dark row between two bright runs (the occlusal line or a gap) splits upper from
+    lower teeth; a single run that starts at the upper lip is upper teeth, one that starts well below it lower teeth.
+    The columns vote (the median of the split shares); fewer than a third with a lower run: all upper."""
+    teeth = _teeth_alpha(img) * inner_mask
+    ys, xs = np.nonzero(inner_mask)
+    if len(xs) == 0:
+        return 1.0
+    fracs = []
+    for x in range(int(xs.min()), int(xs.max()) + 1):
+        col = np.nonzero(inner_mask[:, x])[0]
+        if len(col) < 4:
+            continue
+        a = teeth[col, x]
+        on = a > 0.5
+        if on.sum() < 2:
+            continue
+        rows = np.nonzero(on)[0]
+        first, last = rows[0], rows[-1]
+        gaps = np.nonzero(~on[first:last + 1])[0]
+        value = img[col, x].max(axis=-1)
+        if len(gaps):  # a dark stretch between two bright runs
+            fracs.append((first + gaps.mean() + 0.5) / len(col))
+        elif first > 0.45 * len(col):  # one run starting well below the upper lip: lower teeth only
+            fracs.append(0.0)
+        else:
+            seg = value[first:last + 1]
+            k = int(np.argmin(seg[1:-1])) + 1 if len(seg) > 2 else 0
+            if k and seg[k] < 0.72 * np.median(seg):  # an occlusal line across one bright run
+                fracs.append((first + k + 0.5) / len(col))
+            else:
+                fracs.append(1.0)
+    if not fracs:
+        return 1.0
+    f = np.asarray(fracs)
+    if (f < 0.95).mean() < 1 / 3:
+        return 1.0
+    return float(np.clip(np.median(f[f < 0.95]), 0.0, 1.0))
+
+
 def _mouth_material(image: np.ndarray, pts: np.ndarray) -> MouthMaterial:
-    """Colours for teeth, cavity, tongue and lips measured on this face."""
+    """Colours for teeth, gums, cavity, tongue and lips measured on this face, and the photo's teeth split."""
     img = image.astype(np.float32) / 255.0
     shape = image.shape[:2]
-    inner = np.concatenate([pts[list(lm.INNER_UPPER_LIP), :2], pts[list(lm.INNER_LOWER_LIP[::-1]), :2]])
     outer = np.concatenate([pts[list(lm.OUTER_UPPER_LIP), :2], pts[list(lm.OUTER_LOWER_LIP[::-1]), :2]])
-    inner_mask = _polygon_mask(shape, inner)
+    inner_mask = _polygon_mask(shape, _inner_polygon(pts))
     lip_mask = _polygon_mask(shape, outer) & ~inner_mask
     lip_rgb = img[lip_mask].mean(axis=0) if lip_mask.sum() > 10 else np.array([0.6, 0.3, 0.3], np.float32)
     teeth_rgb = None
+    split = 1.0
     if inner_mask.sum() > 20:
         px = img[inner_mask]
-        value = px.max(axis=1)
-        sat = (px.max(axis=1) - px.min(axis=1)) / np.maximum(value, 1e-3)
-        teeth = px[(value > 0.45) & (sat < 0.35)]
+        teeth = px[_teeth_alpha(px) > 0.5]
         if len(teeth) >= 12:
             teeth_rgb = np.median(teeth, axis=0)
+            split = _teeth_split(img, pts, inner_mask)
     from_photo = teeth_rgb is not None
+    cheeks = img[int(pts[lm.CHEEK_LEFT, 1]), int(pts[lm.CHEEK_LEFT, 0]):int(pts[lm.CHEEK_RIGHT, 0])]
+    skin = np.median(cheeks, axis=0) if len(cheeks) else np.array([0.75, 0.6, 0.5], np.float32)
     if teeth_rgb is None:
-        # Synthesize from the face's own colours: a warm off-white a little brighter than the skin.
-        cheeks = img[int(pts[lm.CHEEK_LEFT, 1]), int(pts[lm.CHEEK_LEFT, 0]):int(pts[lm.CHEEK_RIGHT, 0])]
-        skin_v = float(cheeks.max(axis=1).mean()) if len(cheeks) else 0.7
-        teeth_rgb = np.array([0.95, 0.89, 0.78], np.float32) * min(1.0, 0.45 + 0.7 * skin_v)
-    cavity = np.clip(lip_rgb * 0.34 + np.array([0.04, 0.0, 0.0]), 0, 1)
-    tongue = np.clip(lip_rgb * 0.75 + np.array([0.12, 0.02, 0.04]), 0, 1)
+        # Synthesize from the face's own colours: ivory, a little warmer where the skin is warm, and lit like it.
+        skin_v = float(skin.max())
+        warm = float(np.clip((skin[0] - skin[2]) / max(skin_v, 1e-3), 0.0, 0.6))
+        teeth_rgb = np.array([0.96, 0.92 - 0.06 * warm, 0.84 - 0.12 * warm], np.float32) * min(1.0, 0.5 + 0.6 * skin_v)
+    # Gums and tongue are mucosa: the lips' own red, a little lighter and pinker; the cavity is that red in shadow.
+    gum = np.clip(lip_rgb * np.array([1.0, 0.78, 0.80]) * 1.02 + np.array([0.05, 0.02, 0.03]), 0, 1)
+    cavity = np.clip(lip_rgb * np.array([0.42, 0.27, 0.27]), 0, 1)
+    tongue = np.clip(lip_rgb * np.array([0.92, 0.62, 0.62]) + np.array([0.06, 0.02, 0.03]), 0, 1)
     return MouthMaterial(tuple(map(float, teeth_rgb)), tuple(map(float, cavity)), tuple(map(float, tongue)),
-                         tuple(map(float, lip_rgb)), from_photo)
+                         tuple(map(float, lip_rgb)), from_photo, tuple(map(float, gum)), split)
+
+
+def teeth_layer(pack: AnchorPack) -> TeethLayer | None:
+    """The photo's own teeth as a layer the renderer moves (upper with the skull, lower with the jaw), or None when
+    the photo shows none. Non-teeth pixels of the cut-out get the teeth's colour inpainted from their neighbours, so
+    that sampling across a mask edge never drags lip or cavity colour into a tooth."""
+    import cv2
+
+    if not pack.mouth.teeth_from_photo:
+        return None
+    pts, size = pack.landmarks, pack.size_px
+    poly = _inner_polygon(pts)
+    mw = float(np.ptp(poly[:, 0]))
+    x0, x1 = int(max(0, np.floor(poly[:, 0].min() - 0.1 * mw))), int(min(size, np.ceil(poly[:, 0].max() + 0.1 * mw)))
+    y0, y1 = int(max(0, np.floor(poly[:, 1].min() - 0.2 * mw))), int(min(size, np.ceil(poly[:, 1].max() + 0.2 * mw)))
+    crop = np.ascontiguousarray(pack.image[y0:y1, x0:x1])
+    # The polygon drawn at 4x and averaged down: an antialiased edge, which the renderer magnifies at large sizes.
+    fine = _polygon_mask(((y1 - y0) * 4, (x1 - x0) * 4), (poly - [x0, y0]) * 4 + 1.5)
+    inside = cv2.GaussianBlur(fine.reshape(y1 - y0, 4, x1 - x0, 4).mean((1, 3)).astype(np.float32), (0, 0), 0.5)
+    teeth = _teeth_alpha(crop.astype(np.float32) / 255.0) * inside
+    xs = np.arange(x0, x1, dtype=np.float64)
+    top = _chain_y_at(pts, lm.INNER_UPPER_LIP, xs) - y0
+    bottom = _chain_y_at(pts, lm.INNER_LOWER_LIP, xs) - y0
+    split = top + pack.mouth.teeth_split_frac * (bottom - top)
+    rows = np.arange(y1 - y0, dtype=np.float64)[:, None]
+    is_up = np.clip(split[None, :] - rows + 0.5, 0.0, 1.0)
+    upper, lower = teeth * is_up, teeth * (1 - is_up)
+    # Teeth go on under the lips: the upper layer continues upward from its top teeth row, the lower one downward.
+    up_reach = np.maximum.accumulate(upper[::-1], axis=0)[::-1]  # the most of any row at or below
+    lo_reach = np.maximum.accumulate(lower, axis=0)  # the most of any row at or above
+    upper = np.where(inside > 0.5, upper, up_reach)
+    lower = np.where(inside > 0.5, lower, lo_reach)
+    hole = (teeth < 0.5).astype(np.uint8) * 255
+    rgb = cv2.inpaint(crop, hole, 3, cv2.INPAINT_TELEA) if hole.any() and (~hole.astype(bool)).any() else crop
+    return TeethLayer((x0, y0, x1, y1), rgb, upper.astype(np.float32), lower.astype(np.float32))
 
 
 def _fill_mouth_gap(image: np.ndarray, pts: np.ndarray) -> np.ndarray:
@@ -230,8 +343,7 @@ def _fill_mouth_gap(image: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """
     import cv2
 
-    inner = np.concatenate([pts[list(lm.INNER_UPPER_LIP), :2], pts[list(lm.INNER_LOWER_LIP[::-1]), :2]])
-    hole = _polygon_mask(image.shape[:2], inner).astype(np.uint8) * 255
+    hole = _polygon_mask(image.shape[:2], _inner_polygon(pts)).astype(np.uint8) * 255
     if hole.sum() == 0:
         return image.copy()
     grow = max(1, int(round(image.shape[0] / 400)))

@@ -19,7 +19,7 @@ from torch import nn
 
 from studio.errors import RenderError
 from studio.presenter import landmarks as lm
-from studio.presenter.anchor import AnchorPack
+from studio.presenter.anchor import AnchorPack, teeth_layer
 from studio.presenter.coeffs import N_COEFFS, Coeff
 from studio.presenter.rig import LOCAL_COEFFS, build_rig
 
@@ -33,6 +33,22 @@ class RenderSettings:
     newton_steps: int = 3
     batch_frames: int = 8
     device: str = "cpu"  # resolved device ("cpu", "cuda", "cuda:0")
+
+
+# Synthesized teeth, in millimetres of an adult face scaled by this face's width (cheek to cheek, landmarks 234-454).
+FACE_WIDTH_MM = 140.0
+# Per tooth from the midline back (incisors, lateral incisors, canine, two premolars, first molar): crown width along
+# the arch, visible crown length, how far its incisal edge sits above the central incisors' (the smile arc), its
+# cusp (canines come to a point) and its brightness (teeth further back are yellower and in shadow).
+UPPER_TEETH_MM = ((8.5, 10.5, 0.0, 0.0, 1.0), (6.6, 9.0, 0.8, 0.0, 0.97), (7.6, 10.0, 0.5, 0.6, 0.93),
+                  (7.0, 8.5, 1.1, 0.2, 0.88), (6.6, 7.5, 1.5, 0.2, 0.84), (10.0, 7.0, 2.0, 0.1, 0.78))
+LOWER_TEETH_MM = ((5.4, 9.0, 0.0, 0.0, 0.95), (5.9, 9.0, 0.2, 0.0, 0.93), (7.0, 10.0, 0.4, 0.5, 0.9),
+                  (7.0, 8.0, 0.9, 0.2, 0.86), (7.1, 7.5, 1.3, 0.2, 0.82), (11.0, 7.0, 1.8, 0.1, 0.76))
+# The arch seen from the front: x = W tanh(s / W) for arc length s from the midline (upper, lower W in mm): the
+# front teeth face the camera, the back ones turn away and narrow.
+ARCH_HALF_WIDTH_MM = (27.0, 24.0)
+OVERBITE_MM = 2.5  # the lower incisal edges sit this far above the upper ones at rest (hidden behind them)
+UPPER_EDGE_MM = 2.5  # synthesized upper incisal edges below the closed-lip line
 
 
 def _pix_to_norm(p: torch.Tensor, size: int) -> torch.Tensor:
@@ -108,11 +124,8 @@ class WarpRenderer(nn.Module):
         ew = 0.25 * (eye_pts[:, 0].max() - eye_pts[:, 0].min())
         self.eye_roi = (int(max(0, eye_pts[:, 0].min() - ew)), int(min(size_px, eye_pts[:, 0].max() + ew)),
                         int(max(0, eye_pts[:, 1].min() - ew)), int(min(size_px, eye_pts[:, 1].max() + ew)))
-        mat = anchor.mouth
-        self.register_buffer("teeth_rgb", torch.tensor(mat.teeth_rgb, dtype=torch.float32).view(1, 3, 1, 1))
-        self.register_buffer("cavity_rgb", torch.tensor(mat.cavity_rgb, dtype=torch.float32).view(1, 3, 1, 1))
-        self.register_buffer("tongue_rgb", torch.tensor(mat.tongue_rgb, dtype=torch.float32).view(1, 3, 1, 1))
         self.mouth_width = float(mw)
+        self._init_mouth(anchor, lms, scale)
         # True: no host synchronisation and fixed shapes in forward (every frame goes through the blink and mouth
         # paths, where a zero weight leaves it unchanged), so that a CUDA graph can capture it. Same pixels either way.
         self.static_shapes = False
@@ -125,6 +138,69 @@ class WarpRenderer(nn.Module):
         if t is None:
             t = self._index_cache[key] = torch.tensor(items, dtype=torch.long, device=device)
         return t
+
+    def _init_mouth(self, anchor: AnchorPack, lms: np.ndarray, scale: float) -> None:
+        """Buffers of the mouth interior: the face's colours, the synthesized teeth rows and the photo's own teeth."""
+        mat = anchor.mouth
+        for name in ("teeth_rgb", "cavity_rgb", "tongue_rgb", "gum_rgb"):
+            self.register_buffer(name, torch.tensor(getattr(mat, name), dtype=torch.float32).view(1, 3, 1, 1))
+        self.px_per_mm = float(anchor.face_width_px * scale / FACE_WIDTH_MM)
+        corners = lms[[lm.INNER_UPPER_LIP[0], lm.INNER_UPPER_LIP[-1]], :2]
+        self.mouth_cx = float(corners[:, 0].mean())  # the teeth's midline, in the photo
+        for name, rows in (("upper_teeth", UPPER_TEETH_MM), ("lower_teeth", LOWER_TEETH_MM)):
+            t = torch.tensor(rows, dtype=torch.float32)  # 6 x (width, length, edge rise, cusp, brightness)
+            self.register_buffer(name, t)
+            self.register_buffer(name + "_ends", torch.cumsum(t[:, 0], 0).contiguous())  # arc (mm) where each ends
+        # Skull-fixed points near the mouth (under the nose): their pose gives the upper teeth's motion.
+        self._skull_pts = (2, 164, 167, 393, 98, 327)
+        # The photo's own teeth, sampled in anchor pixels: 1 x 5 x h x w (RGB 0..1, upper, lower).
+        layer = teeth_layer(anchor)
+        self.photo_upper = self.photo_lower = False
+        if layer is not None:
+            tex = np.concatenate([layer.rgb.astype(np.float32) / 255.0, layer.upper[..., None], layer.lower[..., None]],
+                                 -1)
+            self.register_buffer("teeth_tex", torch.tensor(tex).permute(2, 0, 1)[None].contiguous())
+            self.tex_box = layer.box
+            self.anchor_scale = scale
+            self.photo_upper = bool(layer.upper.max() > 0.5)
+            self.photo_lower = bool(layer.lower.max() > 0.5)
+
+    def _sample_teeth(self, xs: torch.Tensor, ys: torch.Tensor, off_x: torch.Tensor,
+                      off_y: torch.Tensor) -> torch.Tensor:
+        """B x 5 x H x W: the photo's teeth layer moved by (off_x, off_y) render pixels (B x 1 x 1 or B x 1 x W)."""
+        bx0, by0, bx1, by1 = self.tex_box
+        s = self.anchor_scale
+        b = off_x.shape[0]
+        gx = ((xs.view(1, 1, -1) - off_x) / s - bx0 + 0.5) * (2.0 / (bx1 - bx0)) - 1.0  # B x 1 x W
+        gy = ((ys - off_y) / s - by0 + 0.5) * (2.0 / (by1 - by0)) - 1.0  # B x H x W (or B x H x 1)
+        h, w = ys.shape[1], xs.shape[0]
+        grid = torch.stack([gx.expand(b, h, w), gy.expand(b, h, w)], -1)
+        return F.grid_sample(self.teeth_tex.expand(b, -1, -1, -1), grid, mode="bilinear", padding_mode="zeros",
+                             align_corners=False)
+
+    def _tooth_row(self, x_mm: torch.Tensor, upper: bool) -> tuple[torch.Tensor, ...]:
+        """Per column (B x 1 x W, mm from the teeth's midline): the tooth under it seen on the arch. Returns its
+        brightness (convex crown, darker back along the arch, a faint line between teeth), the rise of its incisal
+        edge (mm, rounded corners, canine cusps) and its visible crown length (mm, gum line scalloped)."""
+        table = self.upper_teeth if upper else self.lower_teeth
+        ends = self.upper_teeth_ends if upper else self.lower_teeth_ends
+        half = ARCH_HALF_WIDTH_MM[0 if upper else 1]
+        a = (x_mm.abs() / half).clamp(max=0.995)
+        arc = half * torch.atanh(a)  # mm along the arch from the midline
+        k = torch.searchsorted(ends, arc.contiguous()).clamp(max=len(ends) - 1)
+        row = table[k]  # B x 1 x W x 5
+        width, length, rise, cusp, bright = row.unbind(-1)
+        start = ends[k] - width
+        v = ((arc - start) / width).clamp(0, 1)  # 0..1 across the tooth
+        bulge = torch.sin(math.pi * v).clamp(min=0)
+        foreshort = 1 - a * a  # dx / ds: a tooth at the side is seen edge-on
+        gap_px = torch.minimum(v, 1 - v) * width * foreshort * self.px_per_mm
+        line = torch.exp(-((gap_px / max(0.55, 0.35 * self.px_per_mm)) ** 2))
+        back = (arc / 46.0).clamp(0, 1) ** 1.5
+        shade = bright * (0.8 + 0.2 * bulge.sqrt()) * (1 - 0.55 * back) * (1 - 0.22 * line)
+        edge_rise = rise + 0.5 * (1 - bulge ** 0.3) - cusp * (1 - (2 * v - 1).abs()) ** 1.5
+        crown = length * (0.86 + 0.14 * bulge)
+        return shade, edge_rise, crown
 
     # -- geometry -------------------------------------------------------------------------------------------------
 
@@ -233,14 +309,19 @@ class WarpRenderer(nn.Module):
 
     def mouth_interior(self, frames: torch.Tensor, full: torch.Tensor, rest: torch.Tensor, jaw: torch.Tensor,
                        c: torch.Tensor) -> torch.Tensor:
-        """Composite teeth, cavity and tongue inside the target inner-lip polygon (in place on the ROI)."""
+        """Composite the mouth inside the target inner-lip polygon (in place on the ROI), back to front: a cavity
+        that darkens with depth, the tongue when wide open, the lower teeth (with the jaw) and the upper teeth (with
+        the skull) - the photo's own where it shows them, else synthesized tooth by tooth with a gum line in this
+        face's colours - then the lips' soft shadows. Every step is a fixed-shape tensor op (no host sync when
+        ``static_shapes``)."""
         x0, x1, y0, y1 = self.roi
         dev, dt = frames.device, frames.dtype
+        mm = self.px_per_mm
         xs = torch.arange(x0, x1, device=dev, dtype=dt)
         ys = torch.arange(y0, y1, device=dev, dtype=dt).view(1, -1, 1)  # 1 x H x 1
         feather = max(0.8, self.size / 512)
-        y_up = self._chain_y(full, lm.INNER_UPPER_LIP, xs).unsqueeze(1)  # B x 1 x W
-        y_lo = self._chain_y(full, lm.INNER_LOWER_LIP, xs).unsqueeze(1)
+        y_up = self._smooth_cols(self._chain_y(full, lm.INNER_UPPER_LIP, xs)).unsqueeze(1)  # B x 1 x W
+        y_lo = self._smooth_cols(self._chain_y(full, lm.INNER_LOWER_LIP, xs)).unsqueeze(1)
         left = full[:, lm.INNER_UPPER_LIP[0], 0].view(-1, 1, 1)
         right = full[:, lm.INNER_UPPER_LIP[-1], 0].view(-1, 1, 1)
         xg = xs.view(1, 1, -1)
@@ -255,50 +336,89 @@ class WarpRenderer(nn.Module):
         roi.mul_(1 - 0.38 * line.unsqueeze(1))
         if not self.static_shapes and float(alpha.max()) <= 0:
             return frames
-        # Teeth edges: upper incisors hang from the skull just below the closed-lip line; lower ones ride the jaw.
+
+        # Motion of the two rows: the upper teeth ride the skull (the pose of points under the nose), the lower ones
+        # the jaw (how far the jaw alone moved the lower inner lip, per column).
+        skull = self._idx(self._skull_pts, dev)
+        src = self.lm_src[skull]
+        moved = self._pose(src.unsqueeze(0).expand(c.shape[0], -1, -1), c) - src[:, :2]
+        off_x, off_y = moved[:, :, 0].mean(1).view(-1, 1, 1), moved[:, :, 1].mean(1).view(-1, 1, 1)
         rest_line = self._chain_y(rest, lm.INNER_UPPER_LIP, xs).unsqueeze(1)
-        jaw_drop = (self._chain_y(jaw, lm.INNER_LOWER_LIP, xs) - self._chain_y(rest, lm.INNER_LOWER_LIP, xs)).unsqueeze(1)
-        fh = self.face_h
-        upper_edge = rest_line + 0.022 * fh
-        lower_edge = rest_line + jaw_drop.clamp(min=0) - 0.010 * fh  # lower incisors peek over the lower lip
-        lower_bottom = lower_edge + 0.07 * fh
+        jaw_drop = (self._chain_y(jaw, lm.INNER_LOWER_LIP, xs)
+                    - self._chain_y(rest, lm.INNER_LOWER_LIP, xs)).clamp(min=0).unsqueeze(1)  # B x 1 x W
+        x_mm = (xg - (self.mouth_cx + off_x)) / mm  # B x 1 x W, from the teeth's midline
         mid = (left + right) / 2
-        half = ((right - left) / 2).clamp(min=1.0)
-        u = ((xg - mid) / half).clamp(-1, 1)  # -1..1 across the mouth
-        soft = max(0.7, self.size / 700)
-        is_upper = ((upper_edge - ys) / soft + 0.5).clamp(0, 1)
-        is_lower = ((ys - lower_edge) / soft + 0.5).clamp(0, 1) * ((lower_bottom - ys) / (3 * soft) + 0.5).clamp(0, 1)
-        # Teeth shading: darker towards the corners (the buccal corridor) and faint gaps between teeth.
-        # Only the front teeth show their gaps, and faintly (a grid of lines reads as a drawing, not as teeth).
-        side_shade = 1 - 0.75 * u.abs() ** 2.2
-        gaps = torch.zeros_like(u)
-        for k, bnd in enumerate((0.0, 0.19, 0.36)):
-            width = 0.016 * (1 - 0.3 * k / 2)
-            for s in ((1.0,) if bnd == 0 else (1.0, -1.0)):
-                gaps = gaps + torch.exp(-(((u - s * bnd) / width) ** 2))
-        tooth_shade = side_shade * (1 - 0.05 * gaps.clamp(0, 1))
-        edge_up = 1 - 0.15 * torch.exp(-((upper_edge - ys).clamp(min=0) / (0.01 * fh)))  # incisal edges a bit darker
-        edge_lo = 1 - 0.15 * torch.exp(-((ys - lower_edge).clamp(min=0) / (0.01 * fh)))
-        # Shaded teeth take the warm colour of the mouth around them, not grey.
-        teeth_up = torch.lerp(self.cavity_rgb, self.teeth_rgb, (tooth_shade * edge_up).unsqueeze(1))
-        teeth_lo = torch.lerp(self.cavity_rgb, self.teeth_rgb, (0.9 * tooth_shade * edge_lo).unsqueeze(1))
-        # Cavity: dark, darkest in the middle of the gap; tongue hump rising from behind the lower teeth.
-        gap = (lower_edge - upper_edge).clamp(min=1.0)
-        depth = 1 - 0.45 * torch.exp(-(((ys - (upper_edge + lower_edge) / 2) / (0.45 * gap)) ** 2))
-        cavity = self.cavity_rgb * (depth * (1 - 0.4 * u.abs())).unsqueeze(1)
-        tongue_top = lower_edge - 0.35 * gap * (1 - u * u).clamp(min=0)
-        is_tongue = ((ys - tongue_top) / (2 * soft) + 0.5).clamp(0, 1) * (gap > 0.05 * fh).to(dt)
-        tongue = self.tongue_rgb * (0.55 + 0.3 * (1 - u.abs())).unsqueeze(1) * 0.8
-        interior = cavity * (1 - is_tongue.unsqueeze(1)) + tongue * is_tongue.unsqueeze(1)
-        interior = interior * (1 - is_lower.unsqueeze(1)) + teeth_lo * is_lower.unsqueeze(1)
-        interior = interior * (1 - is_upper.unsqueeze(1)) + teeth_up * is_upper.unsqueeze(1)
-        # The lips shade what is just inside them.
-        lip_shadow = 1 - 0.22 * torch.exp(-((ys - y_up).clamp(min=0) / (0.010 * fh))) \
-                       - 0.15 * torch.exp(-((y_lo - ys).clamp(min=0) / (0.01 * fh)))
-        interior = interior * lip_shadow.clamp(0.3, 1).unsqueeze(1) * 255.0 + 0.5
-        a = alpha.unsqueeze(1)
-        frames[:, :, y0:y1, x0:x1] = roi * (1 - a) + interior * a
+        u = ((xg - mid) / ((right - left) / 2).clamp(min=1.0)).clamp(-1, 1)  # -1..1 across the opening
+        soft = max(0.6, self.size / 900)
+
+        # Upper row: incisal edges a little below the closed-lip line, gums above the crowns.
+        shade_u, rise_u, crown_u = self._tooth_row(x_mm, upper=True)
+        edge_u = rest_line + (UPPER_EDGE_MM - rise_u) * mm
+        gum_u = edge_u - crown_u * mm
+        a_up = ((edge_u - ys) / soft + 0.5).clamp(0, 1)
+        is_gum_u = ((gum_u - ys) / soft + 0.5).clamp(0, 1)
+        depth_u = ((edge_u - ys) / (1.6 * mm)).clamp(0, 1)  # the incisal third is thinner, a little translucent
+        teeth_u = self.teeth_rgb * (shade_u * (0.86 + 0.14 * depth_u)).unsqueeze(1)
+        up_rgb = torch.lerp(teeth_u, self.gum_rgb * (0.75 + 0.25 * shade_u).unsqueeze(1), is_gum_u.unsqueeze(1))
+        # Lower row: behind the upper edges at rest (overbite), dropping with the jaw; gums below the crowns.
+        shade_l, rise_l, crown_l = self._tooth_row(x_mm, upper=False)
+        edge_l = rest_line + (UPPER_EDGE_MM - OVERBITE_MM + rise_l) * mm + jaw_drop
+        gum_l = edge_l + crown_l * mm
+        a_lo = ((ys - edge_l) / soft + 0.5).clamp(0, 1)
+        is_gum_l = ((ys - gum_l) / soft + 0.5).clamp(0, 1)
+        teeth_l = self.teeth_rgb * (0.9 * shade_l).unsqueeze(1)
+        lo_rgb = torch.lerp(teeth_l, self.gum_rgb * (0.7 + 0.25 * shade_l).unsqueeze(1), is_gum_l.unsqueeze(1))
+        if self.photo_upper:
+            tex = self._sample_teeth(xs, ys, off_x, off_y)
+            up_rgb, a_up = tex[:, :3], tex[:, 3]
+        if self.photo_lower:
+            tex = self._sample_teeth(xs, ys, off_x, off_y + jaw_drop)
+            lo_rgb, a_lo = tex[:, :3], tex[:, 4]
+
+        # Cavity: the mouth's own red in shadow, darkest deep in the middle of the opening and towards the corners,
+        # lit a little more the wider it opens.
+        open_mm = gap_px / mm
+        wide = ((open_mm - 4.0) / 10.0).clamp(0, 1)  # B x 1 x W
+        t = ((ys - y_up) / gap_px.clamp(min=1.0)).clamp(0, 1)
+        rim = torch.exp(-(ys - y_up).clamp(min=0) / (1.8 * mm)) + torch.exp(-(y_lo - ys).clamp(min=0) / (1.8 * mm))
+        depth = (0.5 + 0.4 * rim.clamp(max=1) + 0.2 * (2 * t - 1) ** 2) * (1 - 0.45 * u.abs() ** 2.5)
+        cavity = self.cavity_rgb * (depth * (0.8 + 0.3 * wide)).unsqueeze(1)
+        # Tongue: a hump rising behind the lower teeth when the mouth is wide open, lit on top, a groove down the
+        # middle.
+        profile = (1 - (x_mm / 20.0) ** 2).clamp(min=0).sqrt()  # B x 1 x W: a rounded hump, 40 mm wide
+        tongue_top = edge_l + 0.35 * crown_l * mm - 0.4 * gap_px * wide * profile
+        is_tongue = ((ys - tongue_top) / (3 * soft) + 0.5).clamp(0, 1) * wide * profile.sqrt()
+        top_light = torch.exp(-(ys - tongue_top).clamp(min=0) / (3.0 * mm))
+        groove = 1 - 0.18 * torch.exp(-((x_mm / 1.5) ** 2))
+        tongue = self.tongue_rgb * ((0.55 + 0.4 * top_light) * groove * (1 - 0.5 * u.abs() ** 2)).unsqueeze(1)
+
+        interior = torch.lerp(cavity, tongue, is_tongue.unsqueeze(1))
+        interior = torch.lerp(interior, lo_rgb, a_lo.unsqueeze(1))
+        interior = torch.lerp(interior, up_rgb, a_up.unsqueeze(1))
+        # Soft shadows: the upper lip over what is just below it, the lower lip less, the cheeks at the corners.
+        shadow = (1 - 0.30 * torch.exp(-(ys - y_up).clamp(min=0) / (1.1 * mm))) \
+            * (1 - 0.15 * torch.exp(-(y_lo - ys).clamp(min=0) / (0.8 * mm))) \
+            * (1 - 0.6 * ((u.abs() - 0.55) / 0.45).clamp(0, 1) ** 1.5)
+        interior = interior * shadow.unsqueeze(1) * 255.0 + 0.5
+        frames[:, :, y0:y1, x0:x1] = torch.lerp(roi, interior, alpha.unsqueeze(1))
         return frames
+
+    def _smooth_cols(self, y: torch.Tensor) -> torch.Tensor:
+        """B x W lip line, smoothed over about two millimetres so that the polygon between landmarks reads as a curve."""
+        k = self._smooth_kernel(y.device, y.dtype)
+        r = (k.shape[-1] - 1) // 2
+        return F.conv1d(F.pad(y.unsqueeze(1), (r, r), mode="replicate"), k)[:, 0]
+
+    def _smooth_kernel(self, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        key = ("smooth", str(device), str(dtype))
+        k = self._index_cache.get(key)
+        if k is None:
+            sigma = max(0.8, 1.8 * self.px_per_mm)
+            r = int(math.ceil(2.5 * sigma))
+            x = torch.arange(-r, r + 1, dtype=torch.float32)
+            k = torch.exp(-0.5 * (x / sigma) ** 2)
+            k = self._index_cache[key] = (k / k.sum()).view(1, 1, -1).to(device=device, dtype=dtype)
+        return k
 
     # -- blinks ---------------------------------------------------------------------------------------------------
 
