@@ -2,7 +2,9 @@
 
 Why it is built this way:
 - Atomic: everything is written to a hidden partial file next to the target (``.name.mp4.part``) and renamed onto the
-  final name only after a successful ``close()``, so a half-written output never looks like a finished file.
+  final name only after a successful ``close()``, so a half-written output never looks like a finished file. The
+  writer holds an exclusive lock on its partial file; a partial a crash left under the same name is recovered
+  (``studio.encode.recovery``) before a new writer starts, never truncated.
 - A/V sync: AAC encoders prepend ``initial_padding`` (1024) priming samples. FFmpeg's AAC encoder hands those out with
   negative timestamps (first packet pts = -1024) and we mux them unchanged, so the MP4 muxer writes an edit list that
   tells the player to skip them. Measured by decoding what we write and cross-correlating it with the source: offset
@@ -19,7 +21,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import struct
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
@@ -100,8 +101,10 @@ class Mp4Writer:
         self._audio_buf = np.zeros(0, np.float32)  # samples waiting for a full AAC frame
         self._closed = False
         self._container: av.container.OutputContainer | None = None
+        self._lock = None
 
         self._check_folder()
+        self._claim_partial()
         try:
             self._open()
         except BaseException as exc:
@@ -120,6 +123,30 @@ class Mp4Writer:
             raise OutputPathError(f"The folder {folder} does not exist: create it or choose another output path.")
         if not os.access(folder, os.W_OK | os.X_OK):
             raise OutputPathError(f"Cannot write to {folder}: choose a folder you may write to.")
+
+    def _claim_partial(self) -> None:
+        """Lock the partial file for this writer; a partial a crash left under this name is recovered first (never
+        truncated), and one another writer is still writing is refused."""
+        from studio.encode.recovery import RecoveryAction, hold_partial, recover_file
+
+        if self.partial_path.exists():
+            note = recover_file(self.partial_path)
+            if note.action is RecoveryAction.IN_USE:
+                raise OutputPathError(f"Another recording is being written to {self.path} right now: choose another "
+                                      "output name.")
+            log.warning("%s", note.message)
+        try:
+            self._lock = hold_partial(self.partial_path)
+        except OSError as exc:
+            if _is_path_error(exc, self.path):
+                raise _path_error(exc, self.path) from exc
+            raise OutputPathError(f"Another recording is being written to {self.path} right now: choose another "
+                                  "output name.") from exc
+
+    def _release(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
     def _open(self) -> None:
         s = self.settings
@@ -283,6 +310,7 @@ class Mp4Writer:
             self._container.close()
             self._container = None
             os.replace(self.partial_path, self.path)
+            self._release()
         except BaseException as exc:
             self.abort()
             if _is_path_error(exc, self.path):
@@ -313,6 +341,7 @@ class Mp4Writer:
             self.partial_path.unlink(missing_ok=True)
         except OSError as exc:
             log.warning("could not remove the partial file %s: %s", self.partial_path, exc)
+        self._release()
 
     def __enter__(self) -> Mp4Writer:
         return self
@@ -329,54 +358,19 @@ class Mp4Writer:
 # -- crash recovery -------------------------------------------------------------------------------------------------
 
 
-def _complete_fragment_end(data: bytes) -> int:
-    """Byte length of the playable prefix of a fragmented MP4: header plus every complete moof+mdat pair; 0 if none."""
-    offset = 0
-    have_moov = False
-    playable_end = 0
-    pending_moof = False
-    while offset + 8 <= len(data):
-        size, kind = struct.unpack(">I4s", data[offset : offset + 8])
-        if size == 1 and offset + 16 <= len(data):
-            size = struct.unpack(">Q", data[offset + 8 : offset + 16])[0]
-        if size < 8 or offset + size > len(data):
-            break  # the box the crash cut off
-        if kind == b"moov":
-            have_moov = True
-        elif kind == b"moof":
-            pending_moof = True
-        elif kind == b"mdat" and pending_moof and have_moov:
-            pending_moof = False
-            playable_end = offset + size
-        offset += size
-    return playable_end
-
-
 def recover_partial(path: Path | str) -> Path | None:
     """Turn the partial file a crashed fragmented writer left for ``path`` into ``name-recovered.mp4``.
 
-    Keeps the header and every complete fragment (the one the crash cut off is dropped). Returns the recovered file,
-    or None when there is no partial file. A partial with nothing playable (a crash before the first fragment, or a
-    non-fragmented recording) is removed and None returned.
+    Keeps the header and every complete fragment (the one the crash cut off is dropped); never overwrites a file.
+    Returns the recovered file, or None when there is no partial file, when a live writer still holds it, or when it
+    held nothing playable (a crash before the first fragment, or a non-fragmented recording: it is removed).
+    ``studio.encode.recovery`` does the work and says what happened to every partial in a folder.
     """
-    path = Path(path)
+    from studio.encode.recovery import RecoveryAction, recover_file
+
     partial = partial_path_for(path)
     if not partial.is_file():
         return None
-    data = partial.read_bytes()
-    end = _complete_fragment_end(data)
-    if end == 0:
-        log.warning("removing %s: it holds no complete fragment to recover", partial)
-        partial.unlink()
-        return None
-    target = path.with_name(f"{path.stem}-recovered{path.suffix}")
-    n = 2
-    while target.exists():
-        target = path.with_name(f"{path.stem}-recovered-{n}{path.suffix}")
-        n += 1
-    if end < len(data):
-        with open(partial, "r+b") as f:
-            f.truncate(end)
-    os.replace(partial, target)
-    log.info("recovered %s (%d of %d bytes) into %s", partial, end, len(data), target)
-    return target
+    note = recover_file(partial)
+    log.log(logging.WARNING if note.action is RecoveryAction.REMOVED else logging.INFO, "%s", note.message)
+    return note.path if note.action is RecoveryAction.RECOVERED else None

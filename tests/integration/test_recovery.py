@@ -1,0 +1,127 @@
+"""Crash recovery with real fragmented MP4s: cut recordings become visible, playable files; nothing is overwritten;
+a recording still being written is left alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from studio.encode import EncodeSettings, Mp4Writer, partial_path_for, recover_partial
+from studio.encode.recovery import RecoveryAction, recover_folder, recover_for_output
+from studio.errors import OutputPathError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SIZE, FPS, RATE = 64, 25, 48_000
+
+
+def _frames_decoded(path: Path) -> int:
+    with av.open(str(path)) as c:
+        return sum(1 for _ in c.decode(video=0))
+
+
+def _cut_recording(folder: Path, name: str, n_frames: int, fragmented: bool = True) -> Path:
+    """The partial file of a writer that was cut after ``n_frames`` (a copy of its partial, taken mid-write)."""
+    scratch = folder / "scratch"
+    scratch.mkdir(exist_ok=True)
+    writer = Mp4Writer(scratch / name, SIZE, SIZE, FPS, RATE, EncodeSettings(gop_frames=10), fragmented=fragmented)
+    for i in range(n_frames):
+        writer.write_video(np.full((SIZE, SIZE, 3), (i * 7) % 256, np.uint8))
+        writer.write_audio(np.zeros(RATE // FPS, np.float32))
+    partial = partial_path_for(folder / name)
+    shutil.copyfile(writer.partial_path, partial)
+    writer.abort()
+    with open(partial, "ab") as f:  # the fragment the crash cut: a box header promising more than is there
+        f.write(b"\x00\x00\x10\x00moof" + bytes(100))
+    return partial
+
+
+def test_cut_recording_is_recovered_beside_existing_files(tmp_path: Path) -> None:
+    partial = _cut_recording(tmp_path, "lk.mp4", 60)
+    (tmp_path / "lk.mp4").write_bytes(b"yesterday's show")
+    (tmp_path / "lk-recovered.mp4").write_bytes(b"an earlier recovery")
+    notes = recover_folder(tmp_path)
+    assert [n.action for n in notes] == [RecoveryAction.RECOVERED]
+    note = notes[0]
+    assert note.path == tmp_path / "lk-recovered-2.mp4" and not partial.exists()
+    assert (tmp_path / "lk.mp4").read_bytes() == b"yesterday's show"
+    assert (tmp_path / "lk-recovered.mp4").read_bytes() == b"an earlier recovery"
+    assert note.bytes_dropped == 108 and note.duration_s is not None and note.duration_s >= 1.0
+    assert "lk-recovered-2.mp4" in note.message and "\n" not in note.message
+    assert note.as_pair() == (note.message, note.path)
+    assert _frames_decoded(note.path) >= 25
+    assert recover_folder(tmp_path) == []
+
+
+def test_unplayable_leftovers_are_removed_with_a_note(tmp_path: Path) -> None:
+    plain = _cut_recording(tmp_path, "render.mp4", 30, fragmented=False)  # moov comes at the end: nothing to keep
+    early = tmp_path / ".early.mp4.part"
+    early.write_bytes(b"\x00\x00\x00\x20ftypisom" + bytes(24))  # killed before the first fragment
+    notes = recover_for_output(tmp_path / "next.mp4")
+    assert sorted(n.action.value for n in notes) == ["removed", "removed"]
+    assert not plain.exists() and not early.exists()
+    assert all("Removed" in n.message and n.path is None for n in notes)
+
+
+def test_new_writer_recovers_instead_of_destroying(tmp_path: Path) -> None:
+    """`live --out lk.mp4` after a killed `live --out lk.mp4` used to truncate the cut recording."""
+    _cut_recording(tmp_path, "lk.mp4", 40)
+    with Mp4Writer(tmp_path / "lk.mp4", SIZE, SIZE, FPS, RATE, fragmented=True) as writer:
+        writer.write_video(np.zeros((SIZE, SIZE, 3), np.uint8))
+        writer.write_audio(np.zeros(RATE // FPS, np.float32))
+    assert _frames_decoded(tmp_path / "lk-recovered.mp4") >= 20
+    assert _frames_decoded(tmp_path / "lk.mp4") == 1
+
+
+def test_recover_partial_keeps_its_contract(tmp_path: Path) -> None:
+    _cut_recording(tmp_path, "a.mp4", 30)
+    assert recover_partial(tmp_path / "a.mp4") == tmp_path / "a-recovered.mp4"
+    assert recover_partial(tmp_path / "a.mp4") is None
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    from studio.encode import EncodeSettings, Mp4Writer
+
+    writer = Mp4Writer(sys.argv[1], 64, 64, 25, 48000, EncodeSettings(gop_frames=10), fragmented=True)
+    for i in range(100000):
+        writer.write_video(np.full((64, 64, 3), i % 256, np.uint8))
+        writer.write_audio(np.zeros(1920, np.float32))
+        if i == 40:
+            print("ready", flush=True)
+            sys.stdin.readline()  # hold here, mid-recording, until the test has looked
+    """
+)
+
+
+def test_live_recording_is_left_alone_then_recovered_after_kill(tmp_path: Path) -> None:
+    out = tmp_path / "live.mp4"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(out)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        partial = partial_path_for(out)
+        size = partial.stat().st_size
+        notes = recover_folder(tmp_path)
+        assert [n.action for n in notes] == [RecoveryAction.IN_USE]
+        assert partial.stat().st_size == size  # untouched
+        with pytest.raises(OutputPathError, match="Another recording"):
+            Mp4Writer(out, SIZE, SIZE, FPS, RATE, fragmented=True)
+        assert partial.exists()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    notes = recover_folder(tmp_path)
+    assert [n.action for n in notes] == [RecoveryAction.RECOVERED]
+    assert _frames_decoded(notes[0].path) >= 20
