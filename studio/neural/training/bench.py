@@ -338,7 +338,7 @@ def bench_render(clips: tuple[str, ...] = ("moonshine:beckett.wav", "moonshine:t
     known = {k: (p, t) for k, p, t in load_clips()}
     res: dict = {"cmd": f"python main.py render --audio CLIP --size {size} --engine neural|pocketsphinx --out X.mp4; "
                         "measure_lipsync(X.mp4, forced-aligned phones, max_lag_frames=5)"}
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]  # the repository (this file is studio/neural/training/bench.py)
     with tempfile.TemporaryDirectory() as tmp:
         for key in clips:
             if key not in known:
