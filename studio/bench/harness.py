@@ -131,6 +131,8 @@ class NullOutput(Output):
 
     name = "null"
     needs_rgb = False
+    wants_yuv = True  # what an encoder would take: the colour conversion and the copy to the host are measured
+    retains_frames = False
 
     def __init__(self) -> None:
         self.frames = 0

@@ -169,7 +169,9 @@ class Mp4Writer:
             video.codec_context.max_b_frames = b_frames
         video.codec_context.thread_count = s.encoder_threads
         if s.video_codec == "libx264":
-            video.codec_context.options = {"preset": s.preset, "crf": str(s.crf)}
+            # BT.709 throughout (HD): frames are converted with that matrix (here or on the GPU) and tagged so
+            video.codec_context.options = {"preset": s.preset, "crf": str(s.crf),
+                                           "x264-params": "colorprim=bt709:transfer=bt709:colormatrix=bt709"}
         self._video = video
         self._video_time_base = 1 / rate
 
@@ -204,7 +206,24 @@ class Mp4Writer:
                 f"got {frames.dtype} {frames.shape}"
             )
         for rgb in frames:
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24").reformat(
+                format="yuv420p", dst_colorspace="ITU709")
+            frame.pts = self.n_video_frames
+            frame.time_base = self._video_time_base
+            self.n_video_frames += 1
+            self._encode(self._video, frame)
+
+    def write_video_yuv420p(self, frames: np.ndarray) -> None:
+        """Append planar YUV 4:2:0 frames (N x H * 3 / 2 x W uint8, BT.709, as studio.encode.colour.rgb_to_i420
+        makes them): nothing is converted here."""
+        self._check_open()
+        if frames.ndim == 2:
+            frames = frames[None]
+        if frames.ndim != 3 or frames.shape[1:] != (self.height * 3 // 2, self.width) or frames.dtype != np.uint8:
+            raise ValueError(f"expected uint8 I420 frames of shape [N x] {self.height * 3 // 2} x {self.width}, "
+                             f"got {frames.dtype} {frames.shape}")
+        for yuv in frames:
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(yuv), format="yuv420p")
             frame.pts = self.n_video_frames
             frame.time_base = self._video_time_base
             self.n_video_frames += 1

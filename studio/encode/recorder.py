@@ -5,8 +5,10 @@ because the loop fell behind, or dropped here because the encoder fell behind) r
 video always covers the timeline and stays in step with the audio, which is never dropped. Program audio sample ``s``
 plays at ``(s - first_sample) / rate``, ``first_sample`` being where the first recorded slot starts.
 
-Encoding runs on its own thread behind a bounded queue. ``block=True`` (offline renders) waits for room instead of
-dropping, so every frame is kept; live recordings drop and count. Live recordings are fragmented MP4 (everything
+The slot bookkeeping runs on a thread behind a bounded queue; the encoding itself runs in a child process
+(``studio.encode.worker``: PyAV holds the interpreter lock while it converts and encodes, which starved the core).
+``block=True`` (offline renders) waits for room instead of dropping, so every frame is kept; live recordings drop and
+count. Live recordings are fragmented MP4 (everything
 written before a crash plays; ``studio.encode.recovery`` turns the partial file into a playable one), written
 atomically (a hidden ``.name.mp4.part`` renamed on close).
 """
@@ -31,7 +33,8 @@ class RecorderOutput(Output):
     """See the module docstring."""
 
     name = "recorder"
-    needs_rgb = False  # takes NV12 when the core converted on the GPU
+    needs_rgb = False
+    wants_yuv = True  # the core converts to I420 (torch, off the interpreter lock; on the GPU with GPU_ENCODE)
 
     def __init__(self, path: Path, fragmented: bool = True, settings: EncodeSettings | None = None,
                  queue_frames: int = 100, block: bool = False) -> None:
@@ -59,13 +62,14 @@ class RecorderOutput(Output):
         self._result: Path | None = None
 
     def open(self, fmt: ProgramFormat) -> None:
-        from studio.encode.mp4 import Mp4Writer
+        from studio.encode.worker import EncoderProcess
 
         super().open(fmt)
         if self._writer is not None:
             return
-        self._writer = Mp4Writer(self.path, fmt.width, fmt.height, fmt.fps, fmt.audio_rate_hz,
-                                 settings=self.settings, fragmented=self.fragmented)
+        self._writer = EncoderProcess(self.path, fmt.width, fmt.height, fmt.fps, fmt.audio_rate_hz, self.settings,
+                                      fragmented=self.fragmented)
+        self._n_video = 0
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
         self._thread.start()
 
@@ -77,8 +81,8 @@ class RecorderOutput(Output):
         if self.error is not None:
             raise EncoderError(self._error_text())
         n = len(batch.slots)
-        pics = batch.nv12 if batch.nv12 is not None else batch.frames
-        kind = "nv12" if batch.nv12 is not None else "rgb"
+        pics = batch.yuv if batch.yuv is not None else batch.frames
+        kind = "yuv420p" if batch.yuv is not None else "rgb"
         keep = []
         for j in range(n):
             if self.block:
@@ -111,7 +115,7 @@ class RecorderOutput(Output):
             if isinstance(self.error, StudioError):
                 raise self.error
             raise EncoderError(self._error_text()) from self.error
-        if w.n_video_frames == 0:
+        if self._n_video == 0:
             w.abort()
             raise EncoderError(f"No frame was recorded, so {self.path.name} was not written: record for longer.")
         self._flush_audio(pad=True)
@@ -142,15 +146,18 @@ class RecorderOutput(Output):
         return self.fmt.samples_at(slot)
 
     def _write_picture(self, pic: np.ndarray, kind: str) -> None:
-        if kind == "nv12":
-            self._writer.write_video_nv12(pic)
-        else:
-            self._writer.write_video(pic)
+        if not self._writer.write_frame(pic, kind, wait_s=30.0):
+            raise EncoderError(f"The encoder of {self.path.name} stopped taking frames for 30 s.")
+        self._n_video += 1
+
+    def _repeat_picture(self) -> None:
+        self._writer.repeat_frame()
+        self._n_video += 1
 
     def _flush_audio(self, pad: bool) -> None:
         """Write the audio up to the end of the video written so far (all of it, padded, when ``pad``)."""
         w = self._writer
-        end = self._slot_sample(self.first_slot + w.n_video_frames) - self.first_sample \
+        end = self._slot_sample(self.first_slot + self._n_video) - self.first_sample \
             if self.first_slot is not None else 0
         while self._audio_pending and self._audio_written < end:
             start, a = self._audio_pending[0]
@@ -198,7 +205,7 @@ class RecorderOutput(Output):
                     if slot < self.next_slot:
                         continue
                     while self.next_slot < slot and self._last is not None:  # the screen held the last picture
-                        self._write_picture(self._last, self._last_kind)
+                        self._repeat_picture()
                         self.repeated += 1
                         self.next_slot += 1
                     self._write_picture(pic, kind)

@@ -225,6 +225,7 @@ class Core:
         self._cost_s_per_frame = 0.02
         self._stop = threading.Event()
         self.failed_outputs: list[tuple[Output, str]] = []  # outputs taken out of the program, and why
+        self._pinned_bufs: dict = {}
         self._started_s = time.monotonic()
 
     # -- control (any thread) ------------------------------------------------------------------------------------
@@ -430,36 +431,46 @@ class Core:
                 self._canvas.open(self.fmt, str(self.device))
             frames = self._canvas.process(frames, chunk)
         outputs = self.outputs()
-        need_rgb = any(o.needs_rgb for o in outputs) or not outputs
-        gpu_nv12 = self.cuda and O.GPU_ENCODE in chunk.optimizations
-        rgb = nv12 = None
+        need_rgb = any(o.needs_rgb for o in outputs)
+        need_yuv = any(o.wants_yuv for o in outputs)
+        retain = any(o.retains_frames for o in outputs)
+        gpu_yuv = self.cuda and O.GPU_ENCODE in chunk.optimizations
         final = frames.dtype == torch.uint8  # the canvas hands out finished uint8 pictures
-        if self.cuda:
-            if need_rgb or not gpu_nv12:
-                u8 = (frames if final else frames.clamp(0, 255).to(torch.uint8)).permute(0, 2, 3, 1)
-                host = torch.empty(u8.shape, dtype=torch.uint8, pin_memory=True)
-                host.copy_(u8, non_blocking=True)
-                rgb = host
-            if gpu_nv12:
-                from studio.encode.colour import rgb_to_nv12
+        rgb = yuv = None
+        from studio.encode.colour import rgb_to_i420
 
-                nv = rgb_to_nv12(frames.float() if final else frames.clamp(0, 255))
-                hn = torch.empty(nv.shape, dtype=torch.uint8, pin_memory=True)
-                hn.copy_(nv, non_blocking=True)
-                nv12 = hn
+        if self.cuda:
+            # GPU_ENCODE: the YUV 4:2:0 planes are made on the GPU and only they cross PCIe for the encoders (half
+            # the bytes of RGB); without it the RGB crosses and the CPU converts.
+            host_rgb = host_yuv = None
+            if need_rgb or (need_yuv and not gpu_yuv):
+                u8 = (frames if final else frames.clamp(0, 255).to(torch.uint8)).permute(0, 2, 3, 1)
+                host_rgb = self._pinned("rgb", u8.shape)
+                host_rgb.copy_(u8, non_blocking=True)
+            if need_yuv and gpu_yuv:
+                dev_yuv = rgb_to_i420(frames.float() if final else frames.clamp(0, 255))
+                host_yuv = self._pinned("yuv", dev_yuv.shape)
+                host_yuv.copy_(dev_yuv, non_blocking=True)
             ev1.record(stream)
             ev1.synchronize()
-            rgb = rgb.numpy() if rgb is not None else None
-            nv12 = nv12.numpy() if nv12 is not None else None
+            if host_rgb is not None:
+                rgb = host_rgb.numpy().copy() if retain else host_rgb.numpy()
+            if host_yuv is not None:
+                yuv = host_yuv.numpy().copy() if retain else host_yuv.numpy()
+            elif need_yuv:
+                yuv = rgb_to_i420(torch.from_numpy(rgb).permute(0, 3, 1, 2).float()).numpy()
         else:
             u8 = frames if final else frames.clamp_(0, 255).to(torch.uint8)
-            rgb = u8.permute(0, 2, 3, 1).contiguous().numpy()
+            if need_rgb or not need_yuv:
+                rgb = u8.permute(0, 2, 3, 1).contiguous().numpy()
+            if need_yuv:
+                yuv = rgb_to_i420(u8.float()).numpy()
         fps = self.fmt.fps
         batch = ProgramBatch(slots=chunk.slots, pts_s=chunk.slots / fps,
                              frames=rgb if rgb is not None else np.zeros((0, self.fmt.height, self.fmt.width, 3),
                                                                           np.uint8),
                              audio=chunk.audio, audio_start=chunk.audio_start, on_air=chunk.on_air,
-                             heard_ns=chunk.heard_ns, device_frames=frames if self.cuda else None, nv12=nv12,
+                             heard_ns=chunk.heard_ns, device_frames=frames if self.cuda else None, yuv=yuv,
                              finished_ns=time.monotonic_ns())
         if self.cuda:
             ge0, ge1 = chunk._gen_events  # type: ignore[attr-defined]
@@ -475,6 +486,16 @@ class Core:
                 self._output_failed(out, exc)
         chunk.frames = None
         self._account(chunk)
+
+    def _pinned(self, key: str, shape) -> torch.Tensor:
+        """A pinned host buffer for device-to-host copies, kept per shape (pinning memory costs milliseconds)."""
+        buf = self._pinned_bufs.get((key, tuple(shape)))
+        if buf is None:
+            if len(self._pinned_bufs) > 8:
+                self._pinned_bufs.clear()
+            buf = torch.empty(tuple(shape), dtype=torch.uint8, pin_memory=True)
+            self._pinned_bufs[(key, tuple(shape))] = buf
+        return buf
 
     def _output_failed(self, out: Output, exc: StudioError) -> None:
         """An output raised: it is taken out of the program (its own stats say why)."""

@@ -88,6 +88,7 @@ def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> floa
     class _Drop(Output):
         name = "drop"
         needs_rgb = False
+        retains_frames = False
 
         def write(self, batch: ProgramBatch) -> None:
             pass

@@ -46,6 +46,8 @@ class LiveSummary:
     cores: int
     recorder_dropped: int = 0
     recorder_repeated: int = 0
+    stages_ms: dict = None  # median ms per chunk of each stage of the core
+
 
     def line(self) -> str:
         m = self.motion
@@ -57,7 +59,9 @@ class LiveSummary:
         seen, skipped = int(m.get("sieve_frames_seen", 0)), int(m.get("sieve_frames_skipped", 0))
         return (f"{self.elapsed_s:.1f} s: {self.frames} frames shown ({fps:.1f} fps), {self.dropped} dropped; "
                 f"sound-to-pixel latency median {self.latency_ms_median:.0f} ms, p95 {self.latency_ms_p95:.0f} ms "
-                f"(motion {m.get('motion_ms_median', math.nan):.1f} ms); {model}; sieve skipped {skipped}/{seen} "
+                f"(motion {m.get('motion_ms_median', math.nan):.1f} ms); core stages "
+                + " / ".join(f"{k} {v:.1f}" for k, v in (self.stages_ms or {}).items())
+                + f" ms a chunk; {model}; sieve skipped {skipped}/{seen} "
                 f"frames; CPU load {100 * self.cpu_load:.0f}% of {self.cores} cores; recorder dropped "
                 f"{self.recorder_dropped}, repeated {self.recorder_repeated}; microphone {self.microphone}")
 
@@ -138,7 +142,8 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
         latency_ms_median=meter.percentile(50), latency_ms_p95=meter.percentile(95), motion=motion.stats(),
         engine=motion.engine.value, microphone=final_status.value, cpu_load=cpu / (elapsed * (os.cpu_count() or 1)),
         cores=os.cpu_count() or 1, recorder_dropped=recorder.dropped if recorder else 0,
-        recorder_repeated=recorder.repeated if recorder else 0)
+        recorder_repeated=recorder.repeated if recorder else 0,
+        stages_ms={k: v.median_ms for k, v in rep.stages.items()})
     if path is not None:
         say(f"live: wrote {path}")
     return summary

@@ -164,6 +164,7 @@ class LatencyMeter(Output):
 
     name = "latency"
     needs_rgb = False
+    retains_frames = False
 
     def __init__(self, keep: int = 3000) -> None:
         self._ms: deque[float] = deque(maxlen=keep)

@@ -132,7 +132,7 @@ class ProgramBatch:
     on_air: OnAir = OnAir()
     heard_ns: np.ndarray | None = None  # microphone: when the sound each frame shows arrived
     device_frames: "torch.Tensor | None" = None  # K x 3 x H x W 0..255 on the GPU, for encoders that take it there
-    nv12: np.ndarray | None = None  # K x (H * 3 / 2) x W uint8 NV12 (host), converted on the GPU (GPU_ENCODE)
+    yuv: np.ndarray | None = None  # K x (H * 3 / 2) x W uint8 planar YUV 4:2:0 (I420, BT.709), for encoders
     finished_ns: int = 0  # monotonic ns when stage C finished the batch
 
 
@@ -330,7 +330,9 @@ class Output(abc.ABC):
     """Frames and audio leave the core (see the module docstring)."""
 
     name: ClassVar[str] = "output"
-    needs_rgb: ClassVar[bool] = True  # False: the output takes NV12 alone (``ProgramBatch.nv12``), saving a copy
+    needs_rgb: ClassVar[bool] = True  # False: the output does not read ``ProgramBatch.frames``
+    wants_yuv: ClassVar[bool] = False  # True: the core makes ``ProgramBatch.yuv`` (I420) for it, off the GIL
+    retains_frames: ClassVar[bool] = True  # False: the output is done with the arrays when ``write`` returns
 
     def open(self, fmt: ProgramFormat) -> None:
         self.fmt = fmt
