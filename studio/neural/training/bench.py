@@ -336,7 +336,7 @@ def bench_render(clips: tuple[str, ...] = ("moonshine:beckett.wav", "moonshine:t
     from studio.audio.io import load_audio_file
 
     known = {k: (p, t) for k, p, t in load_clips()}
-    res: dict = {"cmd": f"python main.py render --audio CLIP --size {size} --engine neural|pocketsphinx --out X.mp4; "
+    res: dict = {"cmd": f"python main.py render --audio CLIP --size {size} --audio-engine neural|pocketsphinx --out X.mp4; "
                         "measure_lipsync(X.mp4, forced-aligned phones, max_lag_frames=5)"}
     root = Path(__file__).resolve().parents[3]  # the repository (this file is studio/neural/training/bench.py)
     with tempfile.TemporaryDirectory() as tmp:
@@ -350,7 +350,7 @@ def bench_render(clips: tuple[str, ...] = ("moonshine:beckett.wav", "moonshine:t
             for engine in ("neural", "pocketsphinx"):
                 out = Path(tmp) / f"{engine}.mp4"
                 run = subprocess.run([sys.executable, str(root / "main.py"), "render", "--audio", str(path), "--size",
-                                      str(size), "--engine", engine, "--out", str(out)], capture_output=True, text=True)
+                                      str(size), "--audio-engine", engine, "--out", str(out)], capture_output=True, text=True)
                 if run.returncode != 0:
                     res[f"{key}|{engine}"] = {"error": run.stderr.strip()[-400:]}
                     continue
