@@ -177,6 +177,7 @@ def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozens
                                                            settings=EncodeSettings(preset="ultrafast"))
     motion = ProgramMotion(seed=0)
     core = make_core(ProgramSource(_items(program)), motion, s, anchor, [out], on_air=False)
+    core.warm()
     try:
         report = core.run()
     finally:

@@ -263,6 +263,16 @@ class Core:
     def stop(self) -> None:
         self._stop.set()
 
+    def warm(self) -> None:
+        """Open the generator forms the current flags (and the baseline variants) need, so that no run pays for a
+        model's set-up or a CUDA graph capture inside its timed frames."""
+        opts = self.optimizations
+        forms = {(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts and self.cuda)}
+        if self.s.measure_baseline:
+            forms |= {(False, False), (False, O.CUDA_GRAPHS in opts and self.cuda), (O.PYRAMIDAL in opts, False)}
+        for pyramidal, graphs in forms:
+            self.pool.get(pyramidal, graphs)
+
     # -- stage A ----------------------------------------------------------------------------------------------------
 
     def _variant(self, opts: frozenset[Optimization]) -> tuple[frozenset[Optimization], bool, str]:

@@ -391,6 +391,7 @@ class StudioRuntime:
         style = CanvasStyle(background_image=self.settings.canvas_background) \
             if self.settings.canvas_background else None
         core = make_core(source, motion, s, self._anchor, outputs, bus=self.bus, canvas_style=style)
+        core.warm()
         stop = threading.Event()
 
         def work() -> None:
