@@ -413,7 +413,10 @@ def run_bench(b: BenchSettings, json_path: Path | None = None, progress=print) -
     result = _jsonable(result)
     if json_path is not None:
         json_path.write_text(json.dumps(result, indent=1))
-        result["chart"] = str(write_chart(result, json_path.with_suffix(".png")))
+        try:
+            result["chart"] = str(write_chart(result, json_path.with_suffix(".png")))
+        except ImportError as exc:  # a machine without matplotlib still gets its figures
+            result["chart"] = f"not drawn: {exc}"
         json_path.write_text(json.dumps(result, indent=1))
     try:  # the studio's HUD reads this machine's last bench for the leaderboard
         last_bench_path("cuda" if dev.type == "cuda" else "cpu").write_text(json.dumps(result, indent=1))
