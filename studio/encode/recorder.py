@@ -83,16 +83,20 @@ class RecorderOutput(Output):
         n = len(batch.slots)
         pics = batch.yuv if batch.yuv is not None else batch.frames
         kind = "yuv420p" if batch.yuv is not None else "rgb"
-        keep = []
+        keep: list[int] = []
+        audio = batch.audio
         for j in range(n):
-            if self.block:
-                self._room.acquire()
+            if self._room.acquire(blocking=False):
                 keep.append(j)
-            elif self._room.acquire(blocking=False):
+            elif self.block:
+                if keep:  # hand over what fits before waiting: a batch larger than the queue would wait forever
+                    self._q.put(("batch", batch.slots[keep], pics[keep], kind, batch.audio_start, audio))
+                    audio, keep = audio[:0], []
+                self._room.acquire()
                 keep.append(j)
             else:
                 self.dropped += 1  # its slot will repeat the previous picture
-        self._q.put(("batch", batch.slots[keep], pics[keep], kind, batch.audio_start, batch.audio))
+        self._q.put(("batch", batch.slots[keep], pics[keep], kind, batch.audio_start, audio))
 
     @property
     def duration_s(self) -> float:
