@@ -110,6 +110,7 @@ class ProgramSource(Source):
         self._audio_cursor = 0  # next program sample to hand out
         self._analysis_cursor = 0
         self._chunks = 0
+        self._resynced = False  # the next chunk is the first since resync()
         self.fmt: ProgramFormat | None = None
         self._pending = list(items or [])
         self.total_slots = 0
@@ -130,6 +131,7 @@ class ProgramSource(Source):
         """Continue from the clock's present (after a pause in production: a core restart, the microphone mode, a new
         frame rate): the slots that passed meanwhile were never due, so they are not counted as dropped."""
         with self._cv:
+            self._resynced = True
             now_slot = math.ceil(self.clock.now_s() * self.fmt.fps) + 1
             if now_slot > self.next_slot:
                 self.next_slot = now_slot
@@ -229,7 +231,9 @@ class ProgramSource(Source):
                 wait = (self.next_slot - latest) / fps
                 time.sleep(min(0.02, max(0.001, wait)))
             first = max(self.next_slot, earliest)
-            skipped = first - self.next_slot
+            # after a resync, the slots before the first one the loop can make in time were never due either
+            skipped = 0 if self._resynced else first - self.next_slot
+            self._resynced = False
             n = k
         slots = np.arange(first, first + n, dtype=np.int64)
         self.next_slot = first + n
