@@ -1,0 +1,269 @@
+"""Live outputs through PyAV's muxers: RTMP (FLV), MPEG-TS over TCP / UDP, and the MP4 file sink of the recorder.
+
+Every one is a ``Sink`` of the shared encode (``studio.encode.hub``): no output encodes on its own.
+
+Timestamps and the AAC priming trap (../shared/ASSETS.md): the hub's first AAC frame carries 1024 priming samples at
+a negative time. The MP4 sink muxes it as it is, so the MP4 muxer writes an edit list that makes players skip it
+(zero offset, measured: tests/integration/test_streams.py). FLV and MPEG-TS have no edit list and clamp negative
+times, so their sinks shift the whole timeline, video and audio alike, by ``PRIMING_SHIFT_S``: the priming plays
+before the first picture and every later sample stays at its picture's time.
+
+Network sinks never stop the program: when the receiver goes away, the sink says so (``OutputState.RECONNECTING``
+and the error in ``detail``), drops what arrives, and tries again with a growing backoff; on success a new stream
+(new header, new timestamps) starts at a keyframe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import urllib.parse
+from fractions import Fraction
+from pathlib import Path
+
+import av
+
+from studio.encode.encoders import (
+    AAC_PRIMING_SAMPLES,
+    EncodedPacket,
+    StreamEncodeSettings,
+)
+from studio.encode.hub import HubOutput, Sink
+from studio.encode.mp4 import (
+    _FRAGMENTED_MOVFLAGS,
+    _PLAIN_MOVFLAGS,
+    _is_path_error,
+    _path_error,
+    partial_path_for,
+)
+from studio.errors import EncoderError, InputError, OutputPathError
+from studio.pipeline.roles import OUTPUTS, Output, OutputState
+
+log = logging.getLogger(__name__)
+
+PRIMING_SHIFT_S = Fraction(2 * AAC_PRIMING_SAMPLES, 48_000)  # a run's first AAC frame starts up to 2 frames early
+BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # waits between reconnect attempts; the last one repeats
+
+
+class ContainerSink(Sink):
+    """Muxes the hub's packets into one PyAV container (a file or a network URL)."""
+
+    def __init__(self, target: str, container_format: str, label: str, network: bool,
+                 options: dict[str, str] | None = None, shift_s: Fraction = Fraction(0),
+                 max_queue_frames: int = 50) -> None:
+        super().__init__(label, max_queue_frames)
+        self.target = target
+        self.container_format = container_format
+        self.network = network
+        self.options = dict(options or {})
+        self.shift_s = shift_s
+        self._container: av.container.OutputContainer | None = None
+        self._v = self._a = None
+        self._backoff_i = 0
+        self._next_attempt = 0.0
+        self.connects = 0  # successful (re)connections
+        self.display = target  # what the Outputs panel shows as the destination
+        self.detail = target
+
+    # -- container --------------------------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        hub = self._hub
+        assert hub is not None
+        enc = hub.encoder
+        c = av.open(self.target, "w", format=self.container_format, options=self.options)
+        try:
+            v = c.add_mux_stream("h264", rate=enc.rate, width=enc.width, height=enc.height)
+            # The MP4 keeps the encoder's frame clock (frame-exact times); the others take 90 kHz, which also holds
+            # the priming shift exactly.
+            v.time_base = enc.video_time_base if self.shift_s == 0 else Fraction(1, 90_000)
+            # An AAC stream whose codec PyAV opens at the header: it gives the muxer the same AudioSpecificConfig as
+            # the hub's encoder (same codec, rate, layout); it encodes nothing.
+            a = c.add_stream("aac", rate=enc.audio_rate_hz, layout="mono")
+            a.bit_rate = enc.settings.audio_bitrate_kbps * 1000
+            a.time_base = enc.audio_time_base
+        except BaseException:
+            c.close()
+            raise
+        self._container, self._v, self._a = c, v, a
+
+    def _close_container(self) -> None:
+        c, self._container = self._container, None
+        if c is not None:
+            try:
+                c.close()
+            except (av.FFmpegError, OSError, ValueError) as exc:
+                log.debug("closing %s: %s", self.target, exc)
+
+    # -- the sink thread --------------------------------------------------------------------------------------------
+
+    def send(self, pkt: EncodedPacket, rel_s: Fraction) -> int:
+        if self.state is OutputState.RECONNECTING and time.monotonic() < self._next_attempt:
+            self.restart(keyframe_now=False)  # not yet: wait for the backoff (``idle`` asks again)
+            return 0
+        try:
+            if self._container is None:
+                self._open()
+            stream = self._v if pkt.video else self._a
+            tb = stream.time_base
+            p = av.Packet(pkt.data)
+            p.stream = stream
+            p.time_base = tb
+            p.pts = p.dts = round((rel_s + self.shift_s) / tb)
+            p.duration = round(pkt.duration * pkt.time_base / tb)
+            p.is_keyframe = pkt.keyframe
+            self._container.mux(p)
+        except (av.FFmpegError, OSError) as exc:
+            self._lost(exc)
+            return 0
+        if self.state is not OutputState.ON:
+            self.connects += 1
+            self._backoff_i = 0
+            self.state = OutputState.ON
+            self.detail = self.display
+            log.info("%s: sending to %s", self.label, self.display)
+        return len(pkt.data)
+
+    def _lost(self, exc: BaseException) -> None:
+        self._close_container()
+        if not self.network:
+            if _is_path_error(exc, Path(self.target)):
+                raise _path_error(exc, Path(self.target)) from exc  # type: ignore[arg-type]
+            raise EncoderError(f"Writing {self.target} failed: {exc}") from exc
+        wait = BACKOFF_S[min(self._backoff_i, len(BACKOFF_S) - 1)]
+        self._backoff_i += 1
+        self._next_attempt = time.monotonic() + wait
+        self.state = OutputState.RECONNECTING
+        self.detail = f"{self.display}: {getattr(exc, 'strerror', None) or exc}; reconnecting in {wait:g} s"
+        log.warning("%s", self.detail)
+        self.restart(keyframe_now=False)
+
+    def idle(self) -> None:
+        if self.state is OutputState.RECONNECTING and time.monotonic() >= self._next_attempt:
+            self.restart(keyframe_now=True)  # the next keyframe tries the receiver again
+
+    def finish(self) -> None:
+        self._close_container()
+        if self.state is not OutputState.FAILED:
+            self.state = OutputState.OFF
+
+
+class Mp4FileSink(ContainerSink):
+    """The recorder's file: an MP4 with the guarantees of ``studio.encode.mp4`` - written into a hidden
+    ``.name.mp4.part`` and renamed on close (atomic), fragmented for live recordings (what was written before a crash
+    plays; ``recover_partial`` rescues it), zero A/V offset through the AAC priming edit list (``delay_moov`` keeps it
+    in fragmented files). ``close()`` returns the final path."""
+
+    def __init__(self, path: Path | str, fragmented: bool = True, max_queue_frames: int = 250) -> None:
+        self.path = Path(path)
+        folder = self.path.parent
+        if not folder.is_dir():
+            raise OutputPathError(f"The folder {folder} does not exist: create it or choose another output path.")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise OutputPathError(f"Cannot write to {folder}: choose a folder you may write to.")
+        options = {"movflags": _FRAGMENTED_MOVFLAGS if fragmented else _PLAIN_MOVFLAGS}
+        if fragmented:
+            options["flush_packets"] = "1"
+        super().__init__(str(partial_path_for(self.path)), "mp4", f"recording {self.path.name}", network=False,
+                         options=options, max_queue_frames=max_queue_frames)
+        self.display = self.detail = str(self.path)
+
+    def finish(self) -> None:
+        wrote = self._container is not None
+        super().finish()
+        partial = Path(self.target)
+        if not wrote:
+            partial.unlink(missing_ok=True)
+            self.result = None
+            return
+        try:
+            os.replace(partial, self.path)
+        except OSError as exc:
+            raise _path_error(exc, self.path) from exc
+        self.result = self.path
+
+
+def network_sink(url: str) -> ContainerSink:
+    """The sink for an ``rtmp://``, ``rtmps://``, ``tcp://`` or ``udp://`` URL (MPEG-TS over TCP / UDP)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in ("rtmp", "rtmps"):
+        # no duration / file size rewrite at the end: a live connection cannot seek back
+        return ContainerSink(url, "flv", f"RTMP {parts.netloc}", network=True,
+                             options={"flvflags": "no_duration_filesize", "flush_packets": "1"},
+                             shift_s=PRIMING_SHIFT_S)
+    if scheme in ("tcp", "udp"):
+        if not parts.hostname or not parts.port:
+            raise InputError(f"{url}: give host and port, e.g. {scheme}://127.0.0.1:9000")
+        target = url
+        if scheme == "udp" and "pkt_size" not in parts.query:
+            target += ("&" if parts.query else "?") + "pkt_size=1316"  # 7 TS packets per datagram
+        return ContainerSink(target, "mpegts", f"MPEG-TS/{scheme.upper()} {parts.netloc}", network=True,
+                             options={"flush_packets": "1"}, shift_s=PRIMING_SHIFT_S)
+    raise InputError(f"Cannot stream to {url!r}: use rtmp://host[:port]/app/key, tcp://host:port or udp://host:port.")
+
+
+# -- outputs of the core ---------------------------------------------------------------------------------------------
+
+class StreamOutput(HubOutput):
+    """RTMP (FLV) or MPEG-TS over TCP / UDP to ``url`` (OBS, ffmpeg, any RTMP server)."""
+
+    def __init__(self, url: str, settings: StreamEncodeSettings | None = None, block: bool = False,
+                 max_queue_frames: int = 50) -> None:
+        super().__init__(settings, block)
+        self.url = url
+        self.max_queue_frames = max_queue_frames
+        self.name = network_sink(url).label  # also checks the URL now, before the program starts
+
+    def make_sink(self) -> Sink:
+        sink = network_sink(self.url)
+        sink.max_queue_frames = self.max_queue_frames
+        return sink
+
+
+class Mp4HubOutput(HubOutput):
+    """An MP4 recording fed by the shared encode (the recorder's file sink as an output of its own)."""
+
+    name = "mp4"
+
+    def __init__(self, path: Path | str, fragmented: bool = True, settings: StreamEncodeSettings | None = None,
+                 block: bool = False) -> None:
+        super().__init__(settings, block)
+        self.path = Path(path)
+        self.fragmented = fragmented
+
+    def make_sink(self) -> Sink:
+        return Mp4FileSink(self.path, self.fragmented)
+
+
+def output_for_url(url: str, settings: StreamEncodeSettings | None = None, block: bool = False) -> Output:
+    """The output for a ``--stream`` URL or an Outputs-panel entry: rtmp(s)://..., tcp://host:port and
+    udp://host:port (MPEG-TS), ws://127.0.0.1:PORT (the WebCodecs page), v4l2[:/dev/videoN] or virtualcam."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme in ("ws", "http"):
+        from studio.encode.websocket import WebSocketOutput
+
+        return WebSocketOutput.from_url(url, settings=settings, block=block)
+    if scheme in ("v4l2", "virtualcam") or url in ("v4l2", "virtualcam"):
+        from studio.encode.virtualcam import VirtualCamOutput
+
+        device = url.split(":", 1)[1] if ":" in url else None
+        return VirtualCamOutput(device=device or None)
+    return StreamOutput(url, settings=settings, block=block)
+
+
+@OUTPUTS.register("stream")
+def _stream(url: str, **kwargs) -> Output:
+    return output_for_url(url, **kwargs)
+
+
+@OUTPUTS.register("mp4")
+def _mp4(path: Path | str, **kwargs) -> Output:
+    return Mp4HubOutput(path, **kwargs)
+
+
+# The other outputs register where they are defined; importing them here puts them in the registry that names this
+# module (studio.pipeline.roles.OUTPUTS).
+from studio.encode import virtualcam as _virtualcam  # noqa: F401
+from studio.encode import websocket as _websocket  # noqa: F401

@@ -1,0 +1,186 @@
+"""The encode hub without receivers: one encode shared by several outputs, sinks joining at keyframes, gaps repeated,
+a slow sink dropping to the next keyframe without holding the others back."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from studio.encode.encoders import (
+    EncodedPacket,
+    StreamEncoder,
+    StreamEncodeSettings,
+    avc_codec_string,
+    choose_video_encoder,
+    encoder_report,
+    split_annexb,
+)
+from studio.encode.hub import EncodeHub, Sink, acquire_hub, release_hub
+from studio.pipeline.roles import ProgramBatch, ProgramFormat
+
+FMT = ProgramFormat(160, 96, 25.0)
+
+
+class RecordingSink(Sink):
+    """A sink in the style of a mock transport: keeps what it is sent; ``gate`` (when set) blocks each send."""
+
+    def __init__(self, gate: threading.Event | None = None, max_queue_frames: int = 50) -> None:
+        super().__init__("recording", max_queue_frames)
+        self.packets: list[tuple[EncodedPacket, Fraction]] = []
+        self.gate = gate
+
+    def send(self, pkt: EncodedPacket, rel_s: Fraction) -> int:
+        if self.gate is not None:
+            self.gate.wait(30)
+        self.packets.append((pkt, rel_s))
+        return len(pkt.data)
+
+    def video(self) -> list[EncodedPacket]:
+        return [p for p, _ in self.packets if p.video]
+
+
+def wait_for(condition, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the hub did not get there in time"
+        time.sleep(0.01)
+
+
+def batch(first: int, n: int, slots: list[int] | None = None) -> ProgramBatch:
+    s = np.array(slots if slots is not None else range(first, first + n), np.int64)
+    frames = np.zeros((len(s), FMT.height, FMT.width, 3), np.uint8)
+    frames[:, :, :, 0] = (s[:, None, None] * 7) % 256
+    a0 = FMT.samples_at(int(s[0])) if len(s) else 0
+    a1 = FMT.samples_at(int(s[-1]) + 1) if len(s) else 0
+    audio = np.sin(np.arange(a0, a1) * 0.01).astype(np.float32) * 0.1
+    return ProgramBatch(slots=s, pts_s=s / FMT.fps, frames=frames, audio=audio, audio_start=a0)
+
+
+def test_annexb_split_and_codec_string() -> None:
+    data = b"\x00\x00\x00\x01\x67\x64\x00\x1f\xaa\x00\x00\x01\x68\xce\x00\x00\x00\x01\x65\x88"
+    assert split_annexb(data) == [b"\x67\x64\x00\x1f\xaa", b"\x68\xce", b"\x65\x88"]
+    assert avc_codec_string(data) == "avc1.64001f"
+    assert avc_codec_string(b"\x00\x00\x01\x41\x9a") is None  # no SPS in a delta frame
+
+
+def test_encoder_access_units_are_annexb_with_sps_on_keyframes() -> None:
+    enc = StreamEncoder(FMT.width, FMT.height, FMT.fps, FMT.audio_rate_hz)
+    pic = np.full((FMT.height, FMT.width, 3), 90, np.uint8)
+    out = []
+    for i in range(5):
+        out += enc.encode_picture(pic, "rgb24", i, keyframe=(i == 3))
+    assert [p.keyframe for p in out] == [True, False, False, True, False]  # one access unit per frame, IDR forced
+    for p in out:
+        assert p.data.startswith(b"\x00\x00\x00\x01") or p.data.startswith(b"\x00\x00\x01")
+        nal_types = {n[0] & 0x1F for n in split_annexb(p.data)}
+        assert (7 in nal_types and 8 in nal_types) == p.keyframe  # SPS + PPS in front of every keyframe
+    assert enc.aac_config[0] >> 3 == 2  # AudioSpecificConfig: object type 2, AAC-LC
+    audio = enc.encode_audio(np.zeros(3000, np.float32)) + enc.flush()
+    assert audio[0].pts == -1024  # the priming frame sits before the program's first sample
+
+
+def test_choice_says_why() -> None:
+    choice = choose_video_encoder()
+    assert choice.reason
+    assert choice.kind.value in choice.pill
+    lines = encoder_report()
+    assert any(line.startswith("NVENC (PyAV h264_nvenc): ") for line in lines)
+    assert not choose_video_encoder(prefer_hardware=False).hardware
+
+
+def test_two_outputs_share_one_encode_and_each_slot_is_taken_once() -> None:
+    hub_a = acquire_hub(FMT, StreamEncodeSettings(), block=True)
+    hub_b = acquire_hub(FMT, StreamEncodeSettings(), block=True)
+    other = acquire_hub(FMT, StreamEncodeSettings(video_bitrate_kbps=500), block=True)
+    assert hub_a is hub_b and other is not hub_a
+    sink = RecordingSink()
+    hub_a.add_sink(sink)
+    for k in range(6):
+        b = batch(4 * k, 4)
+        hub_a.submit(b)  # every output of the core hands the hub the same batch
+        hub_b.submit(b)
+    release_hub(other)
+    release_hub(hub_b)
+    release_hub(hub_a, sink)
+    assert hub_a.frames == 24 and hub_a.repeated == 0
+    video = sink.video()
+    assert [p.pts for p in video] == list(range(24))
+    audio = [p for p, _ in sink.packets if not p.video]
+    covered = audio[-1].pts + audio[-1].duration
+    assert covered >= FMT.samples_at(24)  # the audio runs to the end of the video, taken once
+
+
+def test_gaps_repeat_the_previous_picture_and_audio_holes_are_silence() -> None:
+    hub = EncodeHub(FMT, block=True)
+    sink = RecordingSink()
+    hub.add_sink(sink)
+    hub.submit(batch(0, 4))
+    hub.submit(batch(0, 0, slots=[7, 8]))  # slots 4..6 were dropped upstream
+    hub.close()
+    assert hub.frames == 6 and hub.repeated == 3
+    assert [p.pts for p in sink.video()] == list(range(9))  # the video covers the timeline
+
+
+def test_a_sink_added_while_running_starts_at_a_forced_keyframe() -> None:
+    hub = EncodeHub(FMT, StreamEncodeSettings(keyframe_interval_s=100.0), block=True)
+    first = RecordingSink()
+    hub.add_sink(first)
+    for k in range(3):
+        hub.submit(batch(4 * k, 4))
+    wait_for(lambda: hub.frames == 12)  # the hub is under way when the second sink joins
+    late = RecordingSink()
+    hub.add_sink(late)
+    for k in range(3, 6):
+        hub.submit(batch(4 * k, 4))
+    hub.close()
+    assert len(first.video()) == 24
+    v = late.video()
+    assert v and v[0].keyframe and 0 < v[0].pts < 24  # not the hub's first frame: a keyframe forced for it
+    assert sum(p.keyframe for p in first.video()) == 2  # the hub's first frame and the forced one
+    rel = {id(p): r for p, r in late.packets}
+    assert rel[id(v[0])] == 0  # its own timeline starts at its first frame
+    first_audio = next(p for p, _ in late.packets if not p.video)
+    assert -2 * 1024 < rel[id(first_audio)] * FMT.audio_rate_hz <= -1024 + 1  # one AAC frame of priming before it
+
+
+def test_a_stalled_sink_drops_to_a_keyframe_and_the_others_get_everything() -> None:
+    gate = threading.Event()
+    hub = EncodeHub(FMT, StreamEncodeSettings(keyframe_interval_s=100.0), block=True)
+    fast, slow = RecordingSink(), RecordingSink(gate=gate, max_queue_frames=5)
+    hub.add_sink(fast)
+    hub.add_sink(slow)
+    for k in range(10):
+        hub.submit(batch(4 * k, 4))
+    wait_for(lambda: hub.frames == 40)
+    gate.set()
+    for k in range(10, 12):
+        hub.submit(batch(4 * k, 4))
+    hub.close()
+    assert len(fast.video()) == 48
+    assert slow.dropped > 0
+    assert len(slow.video()) + slow.dropped == 48  # every frame it did not send, it counted
+    v = slow.video()
+    gaps = [(a, b) for a, b in itertools.pairwise(v) if b.pts != a.pts + 1]
+    assert gaps and all(b.keyframe for _, b in gaps)  # after each drop it resumed at a keyframe
+
+
+def test_a_full_live_hub_drops_and_counts_but_never_blocks() -> None:
+    hub = EncodeHub(FMT, block=False, queue_frames=2)
+    sink = RecordingSink()
+    hub.add_sink(sink)
+    for k in range(20):
+        hub.submit(batch(3 * k, 3))
+    hub.close()
+    assert hub.frames + hub.dropped == 60  # every picture was encoded or counted
+    assert len(sink.video()) == hub.frames + hub.repeated  # dropped slots repeat the previous picture
+
+
+@pytest.mark.parametrize("bad", [{"video_bitrate_kbps": 0}, {"keyframe_interval_s": 0}])
+def test_settings_refuse_nonsense(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        StreamEncodeSettings(**bad)
