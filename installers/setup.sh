@@ -26,6 +26,8 @@ APT_PACKAGES=(
   alsa-utils                         # ships the human speech clips the tests listen to
   xvfb libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3
   sox                                # audio checks in the tests
+  ffmpeg                             # the stream tests' RTMP / MPEG-TS receivers (ffmpeg -listen 1)
+  chromium                           # the stream tests' WebCodecs page, headless
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -44,7 +46,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev]"
+# virtualcam: pyvirtualcam (160 kB), so that the virtual camera's code path is tested here too
+.venv/bin/python -m pip install -q -e ".[dev,virtualcam]"
 # The GPU where there is one: with an NVIDIA driver, the CUDA build of the same torch release from PyPI replaces the
 # CPU build that the pin takes from this machine's local wheel folder (--isolated: pip's local folder and caps are
 # not consulted). Without a driver (CI, laptops) the CPU build stays. NEWSSTUDIO_TORCH=cpu keeps the CPU build anyway.
