@@ -61,6 +61,10 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
     """The core for ``source`` -> ``motion`` -> the engine ``settings.engine`` -> ``outputs``.
 
     ``on_air`` False (the bench) lets a timing twin run; on air a twin is refused with the reason."""
+    gpu_only = settings.optimizations & {Optimization.CUDA_GRAPHS, Optimization.GPU_ENCODE}
+    if gpu_only and not settings.device.startswith("cuda"):
+        raise InputError(f"{', '.join(sorted(o.value for o in gpu_only))} need a CUDA GPU: leave them out on the "
+                         f"{settings.device}.")
     pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir)
     gen = pool.get(False, False)
     if on_air and gen.twin:
