@@ -42,6 +42,7 @@ class ProgramMotion(MotionSource):
         self._model_ms = 0.0
         self._model_skipped = 0
         self._kv_bytes = math.nan
+        self._fp0 = (0, 0)  # the shared fingerprint cache's (hits, misses) when this source took the engine
 
     def open(self, fmt: ProgramFormat, source: Source) -> None:
         from studio.presenter.idle import IdleMotion
@@ -88,6 +89,9 @@ class ProgramMotion(MotionSource):
 
             try:
                 self._neural = default_engine()
+                fp = self._neural.fingerprints
+                # the engine and its cache are process-wide: this source reports the counts from here on
+                self._fp0 = (fp.hits, fp.misses) if fp is not None else (0, 0)
             except ModelLoadError as exc:
                 self.note = f"{exc} Using the pocketsphinx engine instead."
                 log.warning("%s", self.note)
@@ -163,9 +167,10 @@ class ProgramMotion(MotionSource):
                "model_frames_skipped": self._model_skipped, "kv_cache_bytes": self._kv_bytes}
         if eng.fingerprints is not None:
             st = eng.fingerprints.stats()
-            out.update({"audio_cache_hits": st.hits, "audio_cache_misses": st.misses,
-                        "audio_cache_saved_ms": st.encoder_ms_saved,
-                        "audio_cache_saved_ms_per_frame": st.encoder_ms_saved / max(1, self._frames)})
+            hits, misses = max(0, st.hits - self._fp0[0]), max(0, st.misses - self._fp0[1])
+            saved = hits * st.encoder_ms_per_miss
+            out.update({"audio_cache_hits": hits, "audio_cache_misses": misses, "audio_cache_saved_ms": saved,
+                        "audio_cache_saved_ms_per_frame": saved / max(1, self._frames)})
         return out
 
 
