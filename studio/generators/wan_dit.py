@@ -1,0 +1,401 @@
+"""Wan-2.1 video DiTs as generators: EchoMimicV3 (Wan2.1-Fun 1.3B InP with audio cross-attention, Apache-2.0) and a
+Wan-14B-shaped twin of the FantasyTalking2 class (no public weights).
+
+The DiT is our module in the release's own key layout (EchoMimicV3's ``WanTransformerAudioMask3DModel``, the original
+Wan names: ``patch_embedding``, ``blocks.N.self_attn.q``, ``blocks.N.cross_attn.k_audio``, ``head.head``, ...), so
+its loader reads ``transformer/diffusion_pytorch_model.safetensors`` of the release strictly. diffusers'
+``WanTransformer3DModel`` has the same shapes but other key names and no audio cross-attention.
+
+One window = ``LATENT_FRAMES`` latent frames = 81 output frames (the VAE's 4x temporal compression, first frame
+alone). Per window: ``STEPS`` flow-matching Euler steps (shift 5), each with 2 guidance passes (audio on / off, one
+batch of 2), over (size / 16)^2 tokens per latent frame (patch 1 x 2 x 2 on the VAE's / 8 latent: 324 at 288 px,
+1,024 at 512, 4,096 at 1024), each block: self-attention with 3-D RoPE, cross-attention to the prompt (512 tokens),
+the portrait's CLIP tokens (257) and the latent frame's 32 audio tokens, a feed-forward; then the Wan VAE decodes
+the window (diffusers ``AutoencoderKLWan``, random weights).
+
+What is left out in this phase, said plainly: with real weights the engine also needs the Wan VAE's own file
+(``Wan2.1_VAE.pth``, original key names), the UMT5-XXL prompt encoder and the open-CLIP-H image encoder of the
+release; none is read yet, so ``open`` with a weights folder loads and checks the DiT and then refuses with a
+ModelLoadError that says so. The engine runs as a timing twin (the DiT, the VAE decoder and the conditioning with
+their real shapes and random weights).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from studio.errors import ModelLoadError
+from studio.generators.audio_encoders import Wav2Vec2Base
+from studio.generators.common import NeuralGenerator, load_strict, read_state, require_file, seeded, to_size
+from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
+
+LATENT_FRAMES = 21
+WINDOW_FRAMES = 4 * (LATENT_FRAMES - 1) + 1  # 81
+STEPS = 8  # EchoMimicV3-flash
+SHIFT = 5.0
+AUDIO_TOKENS = 32  # per latent frame
+TEXT_TOKENS = 512
+CLIP_TOKENS = 257
+DIT_WEIGHTS = "transformer/diffusion_pytorch_model.safetensors"
+
+
+@dataclass(frozen=True)
+class WanConfig:
+    dim: int = 1536
+    ffn_dim: int = 8960
+    num_heads: int = 12
+    num_layers: int = 30
+    in_dim: int = 36  # 16 noisy latent + 4 mask + 16 reference latent (InP)
+    out_dim: int = 16
+    freq_dim: int = 256
+    text_dim: int = 4096
+    clip_dim: int = 1280
+    audio_dim: int = 768
+    eps: float = 1e-6
+    vae_base_dim: int = 96
+
+
+WAN_1_3B = WanConfig()
+WAN_14B = WanConfig(dim=5120, ffn_dim=13824, num_heads=40, num_layers=40)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+def layer_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Wan's affine-free LayerNorm, computed in fp32."""
+    return F.layer_norm(x.float(), x.shape[-1:], eps=eps).type_as(x)
+
+
+def rope_tables(f: int, h: int, w: int, head_dim: int, device, theta: float = 10000.0):
+    """cos, sin of Wan's 3-D RoPE for an f x h x w token grid: each L x head_dim/2 (pairs (2i, 2i + 1))."""
+    c = head_dim // 2
+    parts = [c - 2 * (c // 3), c // 3, c // 3]  # frequency pairs for t, y, x
+    dims = [2 * p for p in parts]
+    angles = []
+    for n, d, p in zip((f, h, w), dims, parts):
+        inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float64, device=device)[:p] / d)
+        angles.append(torch.arange(n, dtype=torch.float64, device=device)[:, None] * inv[None])
+    a = torch.cat([angles[0][:, None, None].expand(f, h, w, -1), angles[1][None, :, None].expand(f, h, w, -1),
+                   angles[2][None, None].expand(f, h, w, -1)], dim=-1).reshape(f * h * w, c)
+    return a.cos().float(), a.sin().float()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """B x L x H x D rotated pairwise by (cos, sin): L x D/2."""
+    xf = x.float().unflatten(-1, (-1, 2))
+    a, b = xf[..., 0], xf[..., 1]
+    c, s = cos[None, :, None], sin[None, :, None]
+    return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2).type_as(x)
+
+
+def attention(q, k, v):
+    """B x L x H x D each -> B x L x (H D) (PyTorch SDPA: flash / memory-efficient kernels where they apply)."""
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    return out.transpose(1, 2).flatten(2)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, dim: int, heads: int, eps: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+        self.o = nn.Linear(dim, dim)
+        self.norm_q = RMSNorm(dim, eps)
+        self.norm_k = RMSNorm(dim, eps)
+
+    def forward(self, x, rope):
+        b, n, _ = x.shape
+        q = self.norm_q(self.q(x)).view(b, n, self.heads, -1)
+        k = self.norm_k(self.k(x)).view(b, n, self.heads, -1)
+        v = self.v(x).view(b, n, self.heads, -1)
+        return self.o(attention(apply_rope(q, *rope), apply_rope(k, *rope), v))
+
+
+class AudioCrossAttention(SelfAttention):
+    """Cross-attention to the prompt, to the portrait's CLIP tokens and, per latent frame, to its audio tokens (the
+    release's ``WanI2VCrossAttentionAudio``)."""
+
+    def __init__(self, dim: int, heads: int, eps: float) -> None:
+        super().__init__(dim, heads, eps)
+        self.k_img = nn.Linear(dim, dim)
+        self.v_img = nn.Linear(dim, dim)
+        self.norm_k_img = RMSNorm(dim, eps)
+        self.k_audio = nn.Linear(dim, dim, bias=False)
+        self.v_audio = nn.Linear(dim, dim, bias=False)
+        self.norm_k_audio = RMSNorm(dim, eps)
+
+    def forward(self, x, context, audio, frames: int):
+        """x: B x L x C; context: B x (257 + 512) x C (CLIP tokens first); audio: (B frames) x 32 x C."""
+        b, n, _ = x.shape
+        h = self.heads
+        img, txt = context[:, :CLIP_TOKENS], context[:, CLIP_TOKENS:]
+        q = self.norm_q(self.q(x)).view(b, n, h, -1)
+        out = attention(q, self.norm_k(self.k(txt)).view(b, -1, h, q.shape[-1]), self.v(txt).view(b, -1, h,
+                                                                                                 q.shape[-1]))
+        out = out + attention(q, self.norm_k_img(self.k_img(img)).view(b, -1, h, q.shape[-1]),
+                              self.v_img(img).view(b, -1, h, q.shape[-1]))
+        qa = q.reshape(b * frames, n // frames, h, -1)
+        ka = self.norm_k_audio(self.k_audio(audio)).view(b * frames, -1, h, q.shape[-1])
+        va = self.v_audio(audio).view(b * frames, -1, h, q.shape[-1])
+        out = out + attention(qa, ka, va).view(b, n, -1)
+        return self.o(out)
+
+
+class WanBlock(nn.Module):
+    def __init__(self, cfg: WanConfig) -> None:
+        super().__init__()
+        d = cfg.dim
+        self.eps = cfg.eps
+        self.self_attn = SelfAttention(d, cfg.num_heads, cfg.eps)
+        self.norm3 = nn.LayerNorm(d, eps=cfg.eps)
+        self.cross_attn = AudioCrossAttention(d, cfg.num_heads, cfg.eps)
+        self.ffn = nn.Sequential(nn.Linear(d, cfg.ffn_dim), nn.GELU(approximate="tanh"), nn.Linear(cfg.ffn_dim, d))
+        self.modulation = nn.Parameter(torch.randn(1, 6, d) / d ** 0.5)
+
+    def forward(self, x, e, rope, context, audio, frames: int):
+        e = (self.modulation + e).chunk(6, dim=1)  # each B x 1 x C
+        y = self.self_attn(layer_norm(x, self.eps) * (1 + e[1]) + e[0], rope)
+        x = x + y * e[2]
+        x = x + self.cross_attn(self.norm3(x), context, audio, frames)
+        return x + self.ffn(layer_norm(x, self.eps) * (1 + e[4]) + e[3]) * e[5]
+
+
+class Head(nn.Module):
+    def __init__(self, cfg: WanConfig) -> None:
+        super().__init__()
+        self.eps = cfg.eps
+        self.head = nn.Linear(cfg.dim, 4 * cfg.out_dim)  # patch 1 x 2 x 2
+        self.modulation = nn.Parameter(torch.randn(1, 2, cfg.dim) / cfg.dim ** 0.5)
+
+    def forward(self, x, e):
+        e = (self.modulation + e[:, None]).chunk(2, dim=1)
+        return self.head(layer_norm(x, self.eps) * (1 + e[1]) + e[0])
+
+
+class AudioProj(nn.Module):
+    def __init__(self, cin: int, dim: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(cin, dim, bias=False)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        return self.norm(self.proj(x))
+
+
+class ImageProj(nn.Module):
+    def __init__(self, cin: int, dim: int) -> None:
+        super().__init__()
+        self.proj = nn.Sequential(nn.LayerNorm(cin), nn.Linear(cin, cin), nn.GELU(), nn.Linear(cin, dim),
+                                  nn.LayerNorm(dim))
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+def sinusoidal(dim: int, t: torch.Tensor) -> torch.Tensor:
+    half = dim // 2
+    pos = t.double()[:, None] * torch.pow(10000, -torch.arange(half, device=t.device, dtype=torch.float64) / half)
+    return torch.cat([pos.cos(), pos.sin()], dim=1).float()
+
+
+class WanAudioDiT(nn.Module):
+    """The DiT: B x 36 x F x h x w latents (+ conditioning) -> B x 16 x F x h x w velocity."""
+
+    def __init__(self, cfg: WanConfig) -> None:
+        super().__init__()
+        d = cfg.dim
+        self.cfg = cfg
+        self.audio2token = AudioProj(cfg.audio_dim, d)
+        self.patch_embedding = nn.Conv3d(cfg.in_dim, d, kernel_size=(1, 2, 2), stride=(1, 2, 2))
+        self.text_embedding = nn.Sequential(nn.Linear(cfg.text_dim, d), nn.GELU(approximate="tanh"), nn.Linear(d, d))
+        self.time_embedding = nn.Sequential(nn.Linear(cfg.freq_dim, d), nn.SiLU(), nn.Linear(d, d))
+        self.time_projection = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+        self.blocks = nn.ModuleList([WanBlock(cfg) for _ in range(cfg.num_layers)])
+        self.head = Head(cfg)
+        self.img_emb = ImageProj(cfg.clip_dim, d)
+        self._rope: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def context(self, text: torch.Tensor, clip: torch.Tensor) -> torch.Tensor:
+        """Prompt (B x 512 x 4096) and portrait (B x 257 x 1280) encoder outputs -> B x 769 x C."""
+        return torch.cat([self.img_emb(clip), self.text_embedding(text)], dim=1)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        """x: B x 36 x F x H x W; t: B (0..1000); context: B x 769 x C; audio: B x F x 32 x 768
+        -> B x 16 x F x H x W."""
+        b, _, f, hh, ww = x.shape
+        x = self.patch_embedding(x)  # B x C x F x H/2 x W/2
+        h, w = x.shape[-2:]
+        x = x.flatten(2).transpose(1, 2)  # B x L x C
+        key = (f, h, w, x.device)
+        if key not in self._rope:
+            self._rope[key] = rope_tables(f, h, w, self.cfg.dim // self.cfg.num_heads, x.device)
+        e = self.time_embedding(sinusoidal(self.cfg.freq_dim, t).to(x.dtype))  # B x C
+        e0 = self.time_projection(e).unflatten(1, (6, self.cfg.dim))
+        a = self.audio2token(audio).flatten(0, 1)  # (B F) x 32 x C
+        for blk in self.blocks:
+            x = blk(x, e0, self._rope[key], context, a, f)
+        x = self.head(x, e)  # B x L x 64
+        x = x.view(b, f, h, w, self.cfg.out_dim, 2, 2).permute(0, 4, 1, 2, 5, 3, 6)
+        return x.reshape(b, self.cfg.out_dim, f, hh, ww)
+
+
+def load_dit(folder: Path, cfg: WanConfig, engine: str) -> WanAudioDiT:
+    """The release's DiT from ``transformer/diffusion_pytorch_model.safetensors``, strictly."""
+    path = require_file(folder, DIT_WEIGHTS, engine)
+    model = WanAudioDiT(cfg)
+    load_strict(model, read_state(path, engine), f"{engine}: {DIT_WEIGHTS}")
+    return model
+
+
+def shifted_sigmas(steps: int, shift: float = SHIFT) -> list[float]:
+    s = torch.linspace(1.0, 0.0, steps + 1, dtype=torch.float64)
+    return (shift * s / (1 + (shift - 1) * s)).tolist()
+
+
+class WanDiTGenerator(NeuralGenerator):
+    info = GeneratorInfo(
+        name="wan2.1-1.3b", label="EchoMimicV3 (Wan2.1 1.3B DiT)", family="video DiT (flow matching, 8 steps x 2 CFG)",
+        native_px=512, pyramidal_px=288, audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW,
+        batch_sizes=(WINDOW_FRAMES,), compile_backends=("inductor", "cuda_graphs"),
+        weights=(DIT_WEIGHTS,), licence="Apache-2.0 (EchoMimicV3 and Wan2.1)",
+        needs_gpu_reason="one 81-frame window is 8 steps x 2 passes of a 1.4 G-parameter DiT over 6,804 to 86,016 "
+                         "tokens plus a video VAE decode: minutes on a 2-core CPU")
+    config = WAN_1_3B
+    audio_dirs = ("chinese-wav2vec2-base", "wav2vec2-base-960h")  # flash, preview
+    requires = ("diffusers", "transformers", "safetensors")
+    loads_weights = False  # the Wan VAE and the prompt / image encoders are not read yet (module docstring)
+
+    def __init__(self, config: WanConfig | None = None, steps: int = STEPS, latent_frames: int = LATENT_FRAMES,
+                 vae_config: dict | None = None) -> None:
+        super().__init__()
+        self.cfg = config or self.config
+        self.steps = steps
+        self.latent_frames = latent_frames
+        self.window_frames = 4 * (latent_frames - 1) + 1
+        self.vae_config = {"base_dim": self.cfg.vae_base_dim, "z_dim": 16, **(vae_config or {})}
+
+    def _build_twin(self) -> None:
+        from diffusers import AutoencoderKLWan
+
+        with torch.device(self.device):  # a 14 B twin is built where it runs (no 56 GB host copy)
+            self.dit = WanAudioDiT(self.cfg)
+            self.vae = AutoencoderKLWan(**self.vae_config)
+
+    def _load(self, folder: Path) -> None:
+        self.dit = load_dit(folder, self.cfg, self.info.label)
+        raise ModelLoadError(f"{self.info.label}: the DiT in {folder} loaded, but its Wan VAE, UMT5-XXL prompt "
+                             "encoder and CLIP image encoder are not supported yet: the engine runs only as a timing "
+                             "twin (start it without a weights folder).")
+
+    def _to_device(self) -> None:
+        self.dit.to(self.device, self.dtype).eval()
+        torch.nn.Module.to(self.vae, self.device, self.dtype).eval()
+        self.fns = {"dit": self.dit, "vae_decoder": self._decode}
+
+    def _decode(self, z: torch.Tensor) -> torch.Tensor:
+        """1 x 16 x F x h x w -> 1 x 3 x (4 (F - 1) + 1) x 8h x 8w in -1..1."""
+        return self.vae.decode(z).sample
+
+    def _prepare(self, anchor) -> None:
+        s = self.settings.size_px
+        if s % 16:
+            raise ModelLoadError(f"{self.info.label}: the size must be a multiple of 16 px, got {s}.")
+        h = s // 8
+        d, dev, dt = self.cfg, self.device, self.dtype
+        with seeded(self.settings.seed + 1, dev):
+            # the conditioning a real run computes once per portrait and prompt (UMT5, CLIP, VAE encode of the
+            # portrait + mask): random here, with their real shapes
+            text = torch.randn((1, TEXT_TOKENS, d.text_dim), device=dev, dtype=dt)
+            clip = torch.randn((1, CLIP_TOKENS, d.clip_dim), device=dev, dtype=dt)
+            self.y = torch.randn((1, d.in_dim - d.out_dim, self.latent_frames, h, h), device=dev, dtype=dt)
+            self.noise = torch.randn((1, d.out_dim, self.latent_frames, h, h), device=dev, dtype=dt)
+        self.context = self.dit.context(text, clip)  # 1 x 769 x C
+        self.sigmas = shifted_sigmas(self.steps)
+        self.ahead = torch.zeros((0, 3, s, s), device=dev)
+        self.pending = torch.zeros((0, self.cfg.audio_dim), device=dev)
+
+    def audio_tokens(self, feats: torch.Tensor) -> torch.Tensor:
+        """window_frames x 2 x 768 (wav2vec2 at 50 Hz, two per output frame) -> F x 32 x 768: each latent frame's
+        32 audio frames centred on its output frames."""
+        a = feats.reshape(-1, feats.shape[-1])  # 2 W x 768
+        centres = [0] + [4 * j - 1.5 for j in range(1, self.latent_frames)]  # output-frame centre of latent frame j
+        idx = torch.stack([(torch.arange(AUDIO_TOKENS) - AUDIO_TOKENS // 2 + int(round(2 * c))).clamp(0, len(a) - 1)
+                           for c in centres])
+        return a[idx.to(a.device)]
+
+    def run_window(self, feats: torch.Tensor) -> torch.Tensor:
+        """One window: window_frames x 2 x 768 audio -> window_frames x 3 x S x S frames, 0..255."""
+        audio = self.audio_tokens(feats.to(self.device, self.dtype))[None]  # 1 x F x 32 x 768
+        audio2 = torch.cat([audio, torch.zeros_like(audio)])  # guidance: audio on / off
+        ctx2 = self.context.expand(2, -1, -1)
+        x = self.noise
+        for s0, s1 in zip(self.sigmas[:-1], self.sigmas[1:]):
+            inp = torch.cat([x, self.y], dim=1).expand(2, -1, -1, -1, -1)
+            t = torch.full((2,), s0 * 1000.0, device=self.device)
+            v = self.fns["dit"](inp, t, ctx2, audio2)
+            v = v[1:] + 2.0 * (v[:1] - v[1:])  # audio guidance 2
+            x = x + (s1 - s0) * v
+        video = self.fns["vae_decoder"](x)  # 1 x 3 x W x H x W
+        frames = ((video[0].transpose(0, 1).float() + 1) * 127.5).clamp(0, 255)
+        return to_size(frames, self.settings.size_px)
+
+    def _generate(self, coeffs: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
+        b = features.shape[0]
+        self.pending = torch.cat([self.pending, features.reshape(b * 2, -1).to(self.device).float()])
+        while self.ahead.shape[0] < b:
+            need = 2 * self.window_frames
+            feats = self.pending[:need]
+            feats = torch.cat([feats, feats.new_zeros(need - feats.shape[0], feats.shape[1])])
+            self.pending = self.pending[need:]
+            self.ahead = torch.cat([self.ahead, self.run_window(feats.view(self.window_frames, 2, -1))])
+        out, self.ahead = self.ahead[:b], self.ahead[b:]
+        return out
+
+    def _targets(self) -> list[CompileTarget]:
+        h = self.settings.size_px // 8
+        x = torch.zeros((2, self.cfg.in_dim, self.latent_frames, h, h), device=self.device, dtype=self.dtype)
+        t = torch.zeros(2, device=self.device)
+        audio = torch.zeros((2, self.latent_frames, AUDIO_TOKENS, self.cfg.audio_dim), device=self.device,
+                            dtype=self.dtype)
+        return [CompileTarget("dit", self.dit, (x, t, self.context.expand(2, -1, -1).contiguous(), audio),
+                              dynamic_batch=False)]
+
+
+class Wan14BGenerator(WanDiTGenerator):
+    info = GeneratorInfo(
+        name="wan2.1-14b", label="FantasyTalking2-class (Wan2.1 14B DiT)",
+        family="video DiT (flow matching, 8 steps x 2 CFG)", native_px=512, pyramidal_px=288,
+        audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW, batch_sizes=(WINDOW_FRAMES,),
+        compile_backends=("inductor", "cuda_graphs"), weights=(),
+        licence="no public weights (paper arXiv 2508.11255): a timing twin only",
+        needs_gpu_reason="a 14 G-parameter DiT: 28 GB of bf16 weights, on a GPU with room for them")
+    config = WAN_14B
+
+    def _load(self, folder: Path) -> None:
+        raise ModelLoadError(f"{self.info.label}: no public weights exist for this engine; it runs only as a timing "
+                             "twin (start it without a weights folder).")
+
+
+@GENERATORS.register("wan2.1-1.3b")
+def _make_1_3b(**kwargs) -> WanDiTGenerator:
+    return WanDiTGenerator()
+
+
+@GENERATORS.register("wan2.1-14b")
+def _make_14b(**kwargs) -> Wan14BGenerator:
+    return Wan14BGenerator()

@@ -1,0 +1,86 @@
+"""The Wan DiT engines: the release's key layout and sizes, the DiT loader, and one window per 81 output frames."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from _engine_fixtures import EXTRA, motion, small_anchor
+from studio.errors import ModelLoadError
+from studio.generators.common import param_count
+from studio.pipeline.roles import GeneratorSettings
+
+pytest.importorskip("diffusers", reason=EXTRA)
+from safetensors.torch import save_file  # noqa: E402
+
+from studio.generators import wan_dit as wd  # noqa: E402
+
+SMALL = wd.WanConfig(dim=64, ffn_dim=128, num_heads=4, num_layers=2, text_dim=32, clip_dim=32, audio_dim=16,
+                     vae_base_dim=8)
+
+
+def test_release_shapes_and_keys():
+    with torch.device("meta"):
+        dit = wd.WanAudioDiT(wd.WAN_1_3B)
+    keys = dit.state_dict()
+    # EchoMimicV3's transformer (Wan2.1-Fun 1.3B InP + audio cross-attention), original Wan names
+    assert keys["patch_embedding.weight"].shape == (1536, 36, 1, 2, 2)
+    assert keys["blocks.29.cross_attn.k_audio.weight"].shape == (1536, 1536)
+    assert "blocks.0.cross_attn.k_audio.bias" not in keys
+    assert keys["blocks.0.ffn.0.weight"].shape == (8960, 1536)
+    assert keys["audio2token.proj.weight"].shape == (1536, 768)
+    assert keys["img_emb.proj.3.weight"].shape == (1536, 1280)
+    assert keys["head.head.weight"].shape == (64, 1536)
+    assert 1.70e9 < param_count(dit) < 1.71e9  # 1.39 G of Wan-1.3B + image and audio cross-attention
+    assert wd.WINDOW_FRAMES == 81
+
+
+def test_dit_loader_round_trip_and_errors(tmp_path):
+    with wd.seeded(3):
+        dit = wd.WanAudioDiT(SMALL).eval()
+    (tmp_path / "transformer").mkdir()
+    save_file({k: v.contiguous() for k, v in dit.state_dict().items()}, str(tmp_path / wd.DIT_WEIGHTS))
+    loaded = wd.load_dit(tmp_path, SMALL, "EchoMimicV3").eval()
+    x = torch.randn(1, 36, 2, 8, 8)
+    t = torch.tensor([500.0])
+    ctx = dit.context(torch.randn(1, wd.TEXT_TOKENS, 32), torch.randn(1, wd.CLIP_TOKENS, 32))
+    audio = torch.randn(1, 2, wd.AUDIO_TOKENS, 16)
+    with torch.inference_mode():
+        a, b = dit(x, t, ctx, audio), loaded(x, t, ctx, audio)
+    assert a.shape == (1, 16, 2, 8, 8) and torch.equal(a, b)
+    state = dit.state_dict()
+    del state["blocks.1.cross_attn.norm_k_audio.weight"]
+    save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / wd.DIT_WEIGHTS))
+    with pytest.raises(ModelLoadError, match="missing key 'blocks.1.cross_attn.norm_k_audio.weight'") as e:
+        wd.load_dit(tmp_path, SMALL, "EchoMimicV3")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ModelLoadError, match="missing transformer/diffusion_pytorch_model.safetensors"):
+        wd.load_dit(tmp_path / "x", SMALL, "EchoMimicV3")
+
+
+def test_open_with_weights_says_what_is_not_supported(tmp_path):
+    with wd.seeded(0):
+        dit = wd.WanAudioDiT(SMALL)
+    (tmp_path / "transformer").mkdir()
+    save_file({k: v.contiguous() for k, v in dit.state_dict().items()}, str(tmp_path / wd.DIT_WEIGHTS))
+    with pytest.raises(ModelLoadError, match="not supported yet"):
+        wd.WanDiTGenerator(SMALL).open(small_anchor(), GeneratorSettings(size_px=64, weights_dir=tmp_path))
+    with pytest.raises(ModelLoadError, match="no public weights"):
+        wd.Wan14BGenerator(SMALL).open(small_anchor(), GeneratorSettings(size_px=64, weights_dir=tmp_path))
+
+
+def test_one_window_per_window_frames():
+    g = wd.WanDiTGenerator(SMALL, steps=2, latent_frames=2)  # 5 output frames per window
+    g.open(small_anchor(), GeneratorSettings(size_px=64, batch_frames=5))
+    calls = []
+    eager = g.fns["dit"]
+    g.install_engine("dit", lambda *a: calls.append(a[0].shape) or eager(*a))
+    first = g.generate(motion(3), torch.randn(3, 2, 16))
+    assert first.shape == (3, 3, 64, 64) and len(calls) == 2  # one window: 2 steps, each one batch of 2 passes
+    assert calls[0] == (2, 36, 2, 8, 8)
+    g.generate(motion(2), torch.randn(2, 2, 16))
+    assert len(calls) == 2  # the window's remaining 2 frames
+    g.generate(motion(1), torch.randn(1, 2, 16))
+    assert len(calls) == 4
+    with pytest.raises(ModelLoadError, match="multiple of 16"):
+        wd.WanDiTGenerator(SMALL).open(small_anchor(), GeneratorSettings(size_px=72))
