@@ -48,6 +48,11 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 # virtualcam: pyvirtualcam (160 kB), so that the virtual camera's code path is tested here too
 .venv/bin/python -m pip install -q -e ".[dev,virtualcam]"
+# Optional extras only when asked, e.g. NEWSSTUDIO_EXTRAS=engines (the talking-head engines of the field: diffusers,
+# transformers, safetensors; 260 MB, 14 s measured) or NEWSSTUDIO_EXTRAS=engines,train.
+if [ -n "${NEWSSTUDIO_EXTRAS:-}" ]; then
+  .venv/bin/python -m pip install -q -e ".[${NEWSSTUDIO_EXTRAS}]"
+fi
 # The GPU where there is one: with an NVIDIA driver, the CUDA build of the same torch release from PyPI replaces the
 # CPU build that the pin takes from this machine's local wheel folder (--isolated: pip's local folder and caps are
 # not consulted). Without a driver (CI, laptops) the CPU build stays. NEWSSTUDIO_TORCH=cpu keeps the CPU build anyway.
