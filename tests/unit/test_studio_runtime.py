@@ -1,0 +1,234 @@
+"""The studio's runtime without Qt or a sound card: its plain parts (program audio, clocks, meters, recovery), the
+command loop starting and stopping, errors as events, the compute-saved figure measured live from interleaved baseline
+chunks, and a failing stage that restarts the core while the studio goes on."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from studio.pipeline import commands as cmd
+from studio.pipeline.clock import MonotonicClock, ProgramAudio
+from studio.pipeline.settings import CoreSettings, Optimization
+from studio.pipeline.studio import AudioOutputMode, StudioRuntime, StudioSettings, recover_recordings
+from studio.pipeline.telemetry import ClockSource, MedianWindow, OptimizationStatus, RuntimeState, StallMeter
+
+O = Optimization
+
+
+def test_program_audio_mixes_clips_at_their_positions_and_cuts() -> None:
+    pa = ProgramAudio(1000)
+    pa.add(10, np.full(5, 0.5, np.float32))
+    pa.add(12, np.full(5, 0.25, np.float32))
+    out = pa.read(8, 12)
+    np.testing.assert_allclose(out, [0, 0, .5, .5, .75, .75, .75, .25, .25, 0, 0, 0])
+    pa.cut(13)
+    np.testing.assert_allclose(pa.read(8, 12), [0, 0, .5, .5, .75, 0, 0, 0, 0, 0, 0, 0])
+    pa.prune(100)
+    assert not pa.read(0, 50).any()
+
+
+def test_resample_keeps_length_and_pitch() -> None:
+    from studio.pipeline.sources import resample
+
+    x = np.sin(2 * np.pi * 441 * np.arange(22050) / 22050).astype(np.float32)
+    y = resample(x, 22050, 48000)
+    assert len(y) == 48000 and y.dtype == np.float32
+    peak_hz = np.argmax(np.abs(np.fft.rfft(y))) * 48000 / len(y)
+    assert abs(peak_hz - 441) < 2
+    assert len(resample(x[:1001], 22050, 16000)) == round(1001 * 16000 / 22050)
+
+
+def test_monotonic_clock_pauses() -> None:
+    c = MonotonicClock()
+    c.set_paused(True)
+    a = c.now_s()
+    threading.Event().wait(0.02)
+    assert c.now_s() == a
+    c.set_paused(False)
+    threading.Event().wait(0.01)
+    assert c.now_s() > a
+
+
+def test_stall_meter_reports_lateness() -> None:
+    m = StallMeter(period_ms=16)
+    m.tick(0.0)
+    m.tick(0.016)
+    assert m.max_stall_ms < 1e-6
+    m.tick(0.116)  # 100 ms after the previous tick: 84 ms late
+    assert abs(m.max_stall_ms - 84.0) < 1e-6
+
+
+def test_median_window() -> None:
+    w = MedianWindow(3)
+    assert math.isnan(w.median()[0])
+    for v in (1, 100, 3, 5):
+        w.add(v)
+    assert w.median() == (5.0, 3)
+
+
+def test_recovery_removes_a_partial_without_fragments(tmp_path: Path) -> None:
+    (tmp_path / ".NewsStudio-x.mp4.part").write_bytes(b"\x00\x00\x00\x08free")
+    assert recover_recordings(tmp_path) == []
+    assert not list(tmp_path.iterdir())
+
+
+# -- the runtime ----------------------------------------------------------------------------------------------------------
+
+def _settings(**core) -> StudioSettings:
+    base = dict(size_px=96, fps=25.0, chunk_frames=4, batch_frames=4)
+    base.update(core)
+    return StudioSettings(core=CoreSettings(**base), audio_output=AudioOutputMode.NONE, warm_up_voice=False,
+                          restart_backoff_s=0.2)
+
+
+class _Running:
+    """A runtime on its own thread, with the events it sent; shut down (and joined) on exit."""
+
+    def __init__(self, settings: StudioSettings) -> None:
+        self.events: list = []
+        self.runtime = StudioRuntime(settings, on_event=self.events.append)
+        self.thread = threading.Thread(target=self.runtime.run, name="test-runtime")
+
+    def __enter__(self) -> "_Running":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.runtime.submit(cmd.Shutdown())
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+
+    def of(self, kind: type) -> list:
+        return [e for e in list(self.events) if isinstance(e, kind)]
+
+    def wait(self, what: Callable[[], object], timeout_s: float = 120.0) -> object:
+        """Poll ``what`` until it is true (a bounded wait for a condition, not a timing assertion)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            got = what()
+            if got:
+                return got
+            time.sleep(0.05)
+        pytest.fail(f"gave up waiting after {timeout_s:g} s; events: {self.events[-10:]}")
+
+
+def test_runtime_starts_and_stops_without_an_anchor_or_sound() -> None:
+    with _Running(StudioSettings(audio_output=AudioOutputMode.NONE, warm_up_voice=False)) as r:
+        r.runtime.submit(cmd.StopRecording())  # harmless when not recording
+        r.runtime.submit(cmd.Stop())
+        r.runtime.submit(cmd.SetPaused(True))
+        r.runtime.submit(cmd.SetPaused(False))
+    states = [e.state for e in r.of(cmd.StateChanged)]
+    assert states[0] == RuntimeState.STARTING and states[-1] == RuntimeState.STOPPED
+    audio = r.of(cmd.AudioOutputStatus)
+    assert audio and audio[0].clock_source == ClockSource.MONOTONIC and "No audio output" in audio[0].message
+    assert not r.of(cmd.Error)
+    assert r.runtime.latest_frame() is None and r.runtime.core is None
+    assert r.runtime.telemetry().frames_produced == 0
+
+
+def test_recording_into_a_missing_folder_is_an_error_event(tmp_path: Path) -> None:
+    with _Running(StudioSettings(audio_output=AudioOutputMode.NONE, warm_up_voice=False)) as r:
+        r.runtime.submit(cmd.StartRecording(tmp_path / "missing"))
+        r.wait(lambda: r.of(cmd.Error), 30)
+    errors = r.of(cmd.Error)
+    assert "does not exist" in errors[0].message and "\n" not in errors[0].message
+    assert not r.of(cmd.RecordingStarted)
+
+
+def test_runtime_publishes_compute_saved_with_each_flags_share_once_warm() -> None:
+    """Idling at 96 px with three generation flags and the async stages; one chunk in two is a baseline variant
+    (every flag off, or one flag off in turn): the HUD's figure and every active flag's share come from those."""
+    active = frozenset({O.PYRAMIDAL, O.FRAME_INTERPOLATION, O.SILENCE_SIEVE, O.ASYNC_PIPELINE})
+    settings = _settings(optimizations=active, measure_baseline=True, baseline_every=2)
+
+    def warm(r: _Running):
+        sample = r.runtime.bus.latest("core")
+        compute = sample.compute if sample is not None else None
+        if compute is None or not math.isfinite(compute.baseline_ms_per_frame):
+            return None
+        shares = {s.name: s for s in compute.shares}
+        return compute if all(math.isfinite(shares[o.value].saved_fraction) for o in active) else None
+
+    with _Running(settings) as r:
+        r.runtime.submit(cmd.LoadAnchor(None))
+        compute = r.wait(lambda: warm(r), 180)
+        frame = r.runtime.latest_frame()
+    shares = {s.name: s for s in compute.shares}
+    assert set(shares) == {o.value for o in Optimization}
+    for o in (O.PYRAMIDAL, O.FRAME_INTERPOLATION, O.SILENCE_SIEVE):
+        assert shares[o.value].status is OptimizationStatus.ACTIVE
+        assert shares[o.value].reason.startswith("measured live"), shares[o.value]
+    assert shares[O.ASYNC_PIPELINE.value].status is OptimizationStatus.ACTIVE
+    assert "slowest stage" in shares[O.ASYNC_PIPELINE.value].reason
+    for o in (O.CUDA_GRAPHS, O.GPU_ENCODE):
+        assert shares[o.value].status is OptimizationStatus.UNAVAILABLE and "CUDA" in shares[o.value].reason
+    for o in (O.KV_CACHE, O.AUDIO_CACHE):  # no audio model while the presenter idles on the rundown's clock
+        assert shares[o.value].status is OptimizationStatus.UNAVAILABLE
+    assert compute.baseline_ms_per_frame > 0 and compute.actual_ms_per_frame > 0
+    assert "interleaved 1 in 2" in compute.baseline_source
+    assert math.isfinite(compute.saved_fraction)  # measured here, whatever its sign on this machine
+    assert frame is not None and frame.image.shape == (96, 96, 3)
+
+
+class _FailsOnce:
+    """Registers generator ``name``: the built-in engine, whose ``calls``-th call raises once (a stage failing)."""
+
+    def __init__(self, name: str, calls: int) -> None:
+        self.name = name
+        self.calls = calls
+        self.seen = 0
+        self.raised = threading.Event()
+
+    def __enter__(self) -> "_FailsOnce":
+        from studio.generators.builtin import BuiltinGenerator
+        from studio.pipeline.roles import GENERATORS
+
+        probe = self
+
+        class Flaky(BuiltinGenerator):
+            def _tick(self) -> None:
+                probe.seen += 1
+                if probe.seen == probe.calls and not probe.raised.is_set():
+                    probe.raised.set()
+                    raise RuntimeError("injected failure in stage B")
+
+            def generate(self, coeffs, features=None):
+                self._tick()
+                return super().generate(coeffs, features)
+
+            def render_span(self, coeffs, strides, carry):
+                self._tick()
+                return super().render_span(coeffs, strides, carry)
+
+        GENERATORS.names()  # load the registry's modules first, so that nothing replaces the test's entry later
+        GENERATORS.register(self.name)(lambda **kw: Flaky(**kw))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from studio.pipeline.roles import GENERATORS
+
+        GENERATORS._factories.pop(self.name, None)
+
+
+def test_a_failing_stage_restarts_the_core_and_the_studio_goes_on() -> None:
+    with _FailsOnce("test-fails-once", calls=5) as flaky, _Running(_settings(engine="test-fails-once")) as r:
+        r.runtime.submit(cmd.LoadAnchor(None))
+        r.wait(lambda: r.of(cmd.AnchorLoaded))
+        first_core = r.runtime.core
+        errors = r.wait(lambda: r.of(cmd.Error))
+        assert flaky.raised.is_set()
+        assert "presenter pipeline failed" in errors[0].message and "injected failure" in errors[0].message
+        r.wait(lambda: r.runtime.core is not first_core and r.runtime.core is not None)
+        restarted = r.runtime.core
+        seen = flaky.seen
+        r.wait(lambda: flaky.seen > seen + 3 and r.runtime.latest_frame() is not None)  # frames come again
+        assert r.runtime.core is restarted and r.runtime.telemetry().state is RuntimeState.IDLE
+    assert len(r.of(cmd.Error)) == 1  # one failure, one restart
