@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from studio.errors import ModelLoadError
-from studio.generators.common import load_strict, read_state, seeded, torch_dtype
+from studio.generators.weights import load_strict, read_state, seeded, torch_dtype
 from studio.pipeline.roles import ANALYSIS_RATE_HZ, AudioFeatureSpec
 
 WINDOW_S = 2.0  # encoder call: 2 s of new audio ...
@@ -190,7 +190,7 @@ class Wav2LipMel(AudioEncoder):
 
 def _hf_folder_state(folder: Path, name: str) -> tuple[dict, dict[str, torch.Tensor]]:
     """(config dict, tensors) of a Hugging Face model folder."""
-    from studio.generators.common import require_file
+    from studio.generators.weights import require_file
 
     cfg_path = require_file(folder, "config.json", name)
     try:

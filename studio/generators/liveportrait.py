@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import spectral_norm
 
-from studio.generators.common import NeuralGenerator, image_tensor, load_strict, read_state, require_file, strip_prefix
+from studio.generators.common import NeuralGenerator, image_tensor, to_size
+from studio.generators.weights import load_strict, read_state, require_file, strip_prefix
 from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 from studio.presenter.coeffs import Coeff
 
@@ -542,8 +543,6 @@ class LivePortraitGenerator(NeuralGenerator):
             warped = self.fns["warping_module"](self.feature.expand(b, -1, -1, -1, -1),
                                                 self.kp_source.expand(b, -1, -1).to(self.dtype), kp_d)
             out.append(self.fns["spade_generator"](warped))
-        from studio.generators.common import to_size
-
         return to_size(torch.cat(out).float() * 255.0, self.settings.size_px)
 
     def _targets(self) -> list[CompileTarget]:

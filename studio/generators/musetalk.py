@@ -21,8 +21,8 @@ import torch
 
 from studio.errors import ModelLoadError
 from studio.generators.audio_encoders import WhisperTiny
-from studio.generators.common import (FacePaste, NeuralGenerator, face_box, image_tensor, load_strict, read_state,
-                                      require_file)
+from studio.generators.common import FacePaste, NeuralGenerator, face_box, image_tensor
+from studio.generators.weights import load_strict, read_state, require_file
 from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 
 FACE_PX = 256

@@ -31,7 +31,8 @@ from torch import nn
 
 from studio.errors import ModelLoadError
 from studio.generators.audio_encoders import Wav2Vec2Base
-from studio.generators.common import NeuralGenerator, load_strict, read_state, require_file, seeded, to_size
+from studio.generators.common import NeuralGenerator, to_size
+from studio.generators.weights import load_strict, read_state, require_file, seeded
 from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 
 LATENT_FRAMES = 21

@@ -13,10 +13,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from studio.generators.audio_encoders import Wav2LipMel
-from studio.generators.common import (FacePaste, NeuralGenerator, face_box, image_tensor, load_strict, read_state,
-                                      strip_prefix)
 from studio.errors import ModelLoadError
+from studio.generators.audio_encoders import Wav2LipMel
+from studio.generators.common import FacePaste, NeuralGenerator, face_box, image_tensor
+from studio.generators.weights import load_strict, read_state, strip_prefix
 from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 
 FACE_PX = 96

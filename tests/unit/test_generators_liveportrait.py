@@ -8,7 +8,7 @@ import torch
 from _engine_fixtures import motion, small_anchor
 from studio.errors import ModelLoadError
 from studio.generators import ditto as dt
-from studio.generators.common import param_count
+from studio.generators.weights import param_count
 from studio.generators.liveportrait import LivePortraitConfig, LivePortraitGenerator, LivePortraitNets
 from studio.pipeline.roles import GeneratorSettings
 

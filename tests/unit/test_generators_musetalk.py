@@ -13,7 +13,7 @@ from studio.pipeline.roles import GeneratorSettings
 
 diffusers = pytest.importorskip("diffusers", reason=EXTRA)
 from studio.generators import musetalk as mt  # noqa: E402
-from studio.generators.common import param_count  # noqa: E402
+from studio.generators.weights import param_count  # noqa: E402
 
 SMALL_UNET = dict(block_out_channels=[32, 64, 64, 64], cross_attention_dim=32, norm_num_groups=8,
                   attention_head_dim=2)

@@ -7,7 +7,7 @@ import torch
 
 from _engine_fixtures import motion, small_anchor
 from studio.errors import ModelLoadError
-from studio.generators.common import param_count
+from studio.generators.weights import param_count
 from studio.generators.wav2lip import Wav2LipGenerator, Wav2LipNet
 from studio.pipeline.roles import GeneratorSettings
 
