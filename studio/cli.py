@@ -90,6 +90,8 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--engine", default="builtin", help="the engine to bench (default builtin)")
     b.add_argument("--program", type=Path, help="a saved program (.npz) instead of text-to-speech")
     b.add_argument("--save-program", type=Path, help="save the program used (.npz) for machines without TTS")
+    b.add_argument("--configs", choices=["ablation", "all"], help="ablation (default): plain, each optimization "
+                                                                   "alone, all; all: also all-but-one rows")
     b.add_argument("--leaderboard", action="store_true", help="rank every engine that fits on this device")
 
     c = sub.add_parser("compile", help="build inference engines into engines/")

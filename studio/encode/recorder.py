@@ -33,8 +33,8 @@ class RecorderOutput(Output):
     """See the module docstring."""
 
     name = "recorder"
-    needs_rgb = False
-    wants_yuv = True  # the core converts to I420 (torch, off the interpreter lock; on the GPU with GPU_ENCODE)
+    needs_rgb = False  # with GPU_ENCODE on a GPU the core hands I420 only; otherwise RGB, converted in the child
+    wants_yuv = True
 
     def __init__(self, path: Path, fragmented: bool = True, settings: EncodeSettings | None = None,
                  queue_frames: int = 100, block: bool = False) -> None:

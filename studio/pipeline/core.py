@@ -441,7 +441,7 @@ class Core:
                 self._canvas.open(self.fmt, str(self.device))
             frames = self._canvas.process(frames, chunk)
         outputs = self.outputs()
-        need_rgb = any(o.needs_rgb for o in outputs)
+        need_rgb = any(o.needs_rgb for o in outputs) or not outputs
         need_yuv = any(o.wants_yuv for o in outputs)
         retain = any(o.retains_frames for o in outputs)
         gpu_yuv = self.cuda and O.GPU_ENCODE in chunk.optimizations
@@ -451,14 +451,15 @@ class Core:
 
         if self.cuda:
             # GPU_ENCODE: the YUV 4:2:0 planes are made on the GPU and only they cross PCIe for the encoders (half
-            # the bytes of RGB); without it the RGB crosses and the CPU converts.
+            # the bytes of RGB); without it the RGB crosses and the encoder converts it on the CPU (in its own
+            # process: studio.encode.worker).
             host_rgb = host_yuv = None
-            if need_rgb or (need_yuv and not gpu_yuv):
+            if need_rgb or not (need_yuv and gpu_yuv):
                 u8 = (frames if final else frames.clamp(0, 255).to(torch.uint8)).permute(0, 2, 3, 1)
                 host_rgb = self._pinned("rgb", u8.shape)
                 host_rgb.copy_(u8, non_blocking=True)
             if need_yuv and gpu_yuv:
-                dev_yuv = rgb_to_i420(frames.float() if final else frames.clamp(0, 255))
+                dev_yuv = rgb_to_i420(frames if final else frames.clamp(0, 255))
                 host_yuv = self._pinned("yuv", dev_yuv.shape)
                 host_yuv.copy_(dev_yuv, non_blocking=True)
             ev1.record(stream)
@@ -467,14 +468,9 @@ class Core:
                 rgb = host_rgb.numpy().copy() if retain else host_rgb.numpy()
             if host_yuv is not None:
                 yuv = host_yuv.numpy().copy() if retain else host_yuv.numpy()
-            elif need_yuv:
-                yuv = rgb_to_i420(torch.from_numpy(rgb).permute(0, 3, 1, 2).float()).numpy()
-        else:
+        else:  # the encoders convert RGB in their own process: nothing to gain here on the CPU
             u8 = frames if final else frames.clamp_(0, 255).to(torch.uint8)
-            if need_rgb or not need_yuv:
-                rgb = u8.permute(0, 2, 3, 1).contiguous().numpy()
-            if need_yuv:
-                yuv = rgb_to_i420(u8.float()).numpy()
+            rgb = u8.permute(0, 2, 3, 1).contiguous().numpy()
         fps = self.fmt.fps
         batch = ProgramBatch(slots=chunk.slots, pts_s=chunk.slots / fps,
                              frames=rgb if rgb is not None else np.zeros((0, self.fmt.height, self.fmt.width, 3),

@@ -331,7 +331,7 @@ class Output(abc.ABC):
 
     name: ClassVar[str] = "output"
     needs_rgb: ClassVar[bool] = True  # False: the output does not read ``ProgramBatch.frames``
-    wants_yuv: ClassVar[bool] = False  # True: the core makes ``ProgramBatch.yuv`` (I420) for it, off the GIL
+    wants_yuv: ClassVar[bool] = False  # True: with GPU_ENCODE on a GPU the core makes ``ProgramBatch.yuv`` (I420)
     retains_frames: ClassVar[bool] = True  # False: the output is done with the arrays when ``write`` returns
 
     def open(self, fmt: ProgramFormat) -> None:
