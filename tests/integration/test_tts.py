@@ -98,3 +98,82 @@ def test_settings_slow_down() -> None:
     fast = synthesize("This is a test of the speaking rate.", "espeak:en-us")
     slow = synthesize("This is a test of the speaking rate.", "espeak:en-us", SpeechSettings(length_scale=1.5))
     assert slow.duration_s > 1.2 * fast.duration_s
+
+
+# -- hostile and marked-up scripts (issue 20) -------------------------------------------------------------------------
+
+
+def _contiguous(utt: Utterance) -> None:
+    ph = utt.phonemes
+    assert ph[0].start_s == pytest.approx(0.0, abs=1e-9)
+    assert ph[-1].end_s == pytest.approx(utt.duration_s, abs=1.0 / utt.sample_rate_hz)
+    for a, b in zip(ph, ph[1:]):
+        assert b.start_s == pytest.approx(a.end_s, abs=1e-6) and a.end_s > a.start_s
+    for w in utt.words:
+        assert utt.text[w.char_start:w.char_end] == w.text
+        assert 0 <= w.start_s < w.end_s <= utt.duration_s + 1e-6
+
+
+def test_long_text_without_punctuation_is_spoken_in_pieces() -> None:
+    text = " ".join(["news"] * 150)
+    utt = synthesize(text)
+    _contiguous(utt)
+    assert [w.text for w in utt.words] == text.split()
+    pauses = [p.end_s - p.start_s for p in utt.phonemes[1:-1] if p.phoneme == "_"]
+    assert 3 <= len(pauses) <= 8 and max(pauses) < 0.3  # clause pauses at the cuts, no sentence breaks
+
+
+@pytest.mark.parametrize("text", ["今天的新闻很重要，我们马上开始。", "Сегодня в новостях: погода и спорт."])
+def test_foreign_script_is_refused_before_speaking(text: str) -> None:
+    from studio.speech import check_request
+
+    with pytest.raises(SpeechError, match="cannot read"):
+        check_request(text)
+    with pytest.raises(SpeechError, match="cannot read"):
+        synthesize(text)
+
+
+def test_a_foreign_name_is_left_out_with_a_warning() -> None:
+    utt = synthesize("The minister, 王毅, spoke to reporters in Geneva this morning about the new trade rules.")
+    assert len(utt.warnings) == 1 and "王毅" in utt.warnings[0]
+    assert "王毅" not in " ".join(w.text for w in utt.words)
+
+
+def test_markup_is_never_read_aloud() -> None:
+    plain = synthesize("Good evening. Here is the news.")
+    marked = synthesize("Good evening. <break time='1s'/> Here is the news. [pause 500ms]")
+    _contiguous(marked)
+    assert [w.text for w in marked.words] == [w.text for w in plain.words]
+    assert marked.duration_s == pytest.approx(plain.duration_s + 1.5, abs=0.02)
+    assert max(p.end_s - p.start_s for p in marked.phonemes if p.phoneme == "_") >= 1.0
+
+
+def test_emphasis_makes_the_word_louder() -> None:
+    def level_db(utt: Utterance, word: str) -> float:
+        w = next(w for w in utt.words if w.text == word)
+        seg = utt.audio[int(w.start_s * utt.sample_rate_hz):int(w.end_s * utt.sample_rate_hz)]
+        return 20 * float(np.log10(np.sqrt(np.mean(seg.astype(np.float64) ** 2))))
+
+    plain = synthesize("This is big news tonight.")
+    stressed = synthesize("This is *big* news tonight.")
+    gain = (level_db(stressed, "big") - level_db(stressed, "tonight")) - \
+        (level_db(plain, "big") - level_db(plain, "tonight"))
+    assert 3.0 < gain < 5.0
+
+
+def test_money_is_one_word_in_the_timings() -> None:
+    utt = synthesize("Profits reached $5.2 billion on 2026-12-04.")
+    assert [w.text for w in utt.words] == ["Profits", "reached", "$5.2 billion", "on", "2026-12-04"]
+
+
+def test_program_audio_at_48k_keeps_the_timings() -> None:
+    native = synthesize(TWO_SENTENCES)
+    program = synthesize(TWO_SENTENCES, sample_rate_hz=48000)
+    assert program.sample_rate_hz == 48000
+    assert program.duration_s == pytest.approx(native.duration_s, abs=1e-3)
+    assert program.words == native.words
+    assert [(p.phoneme, p.start_s) for p in program.phonemes] == [(p.phoneme, p.start_s) for p in native.phonemes]
+    spectrum = np.abs(np.fft.rfft(program.audio.astype(np.float64)))
+    freqs = np.fft.rfftfreq(len(program.audio), 1 / 48000)
+    above = spectrum[freqs > native.sample_rate_hz / 2 + 200].max()
+    assert 20 * np.log10(above / spectrum.max()) < -60  # nothing mirrored above the voice's own band
