@@ -292,6 +292,7 @@ class MicSource(Source):
         self.silence_samples = 0
         self._up = _Upsampler3()
         self._started = False
+        self.next_k = 0  # the next slot to hand out (readers such as the studio's telemetry may ask before open)
 
     def open(self, fmt: ProgramFormat) -> None:
         super().open(fmt)
