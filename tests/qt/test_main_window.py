@@ -14,7 +14,8 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 
 from studio.pipeline.rundown import Segment
-from studio.pipeline.runtime import RuntimeSettings
+from studio.pipeline.settings import CoreSettings
+from studio.pipeline.studio import StudioSettings
 from studio.pipeline.telemetry import ClockSource, RuntimeState
 from studio.ui.main_window import MainWindow
 from studio.ui.theme import apply_theme
@@ -41,8 +42,9 @@ def _has_audio_output() -> bool:
 def window(qapp, tmp_path_factory: pytest.TempPathFactory):
     apply_theme(qapp)
     ini = tmp_path_factory.mktemp("settings") / "studio.ini"
-    settings = RuntimeSettings(size_px=128, fps=FPS, batch_frames=2, warm_up_voice=False,
-                               default_voice="espeak:en-us")
+    settings = StudioSettings(core=CoreSettings(size_px=128, fps=FPS, chunk_frames=2, batch_frames=2,
+                                                measure_baseline=True),
+                              warm_up_voice=False, default_voice="espeak:en-us")
     w = MainWindow(runtime_settings=settings, settings=QSettings(str(ini), QSettings.IniFormat))
     w.resize(1280, 800)
     w.show()

@@ -13,7 +13,9 @@ import pytest
 from PySide6.QtCore import QSettings, QTimer
 from scipy.io import wavfile
 
-from studio.pipeline.runtime import AudioOutputMode, PreviewMode, RuntimeSettings
+from studio.pipeline.commands import PreviewMode
+from studio.pipeline.settings import CoreSettings
+from studio.pipeline.studio import AudioOutputMode, StudioSettings
 from studio.pipeline.telemetry import RuntimeState
 from studio.presenter import landmarks as lm
 from studio.ui.main_window import MainWindow
@@ -84,8 +86,9 @@ def test_microphone_mode_follows_the_voice(qtbot, qapp, pulse_sink, play_into_si
                                            tmp_path: Path, engine: str) -> None:
     apply_theme(qapp)
     speech = _speech_file(tmp_path)
-    settings = RuntimeSettings(size_px=SIZE, fps=FPS, batch_frames=2, warm_up_voice=False,
-                               default_voice="espeak:en-us", audio_output=AudioOutputMode.NONE)
+    settings = StudioSettings(core=CoreSettings(size_px=SIZE, fps=FPS, chunk_frames=2, batch_frames=2,
+                                                measure_baseline=True),
+                              warm_up_voice=False, default_voice="espeak:en-us", audio_output=AudioOutputMode.NONE)
     w = MainWindow(runtime_settings=settings, settings=QSettings(str(tmp_path / "studio.ini"), QSettings.IniFormat))
     w.resize(1280, 800)
     w.show()
@@ -97,8 +100,8 @@ def test_microphone_mode_follows_the_voice(qtbot, qapp, pulse_sink, play_into_si
         assert w.settings.value("audio/engine") == engine or w.engine_combo.currentData() == engine
         w.toggle_mode()  # the M shortcut's action
         qtbot.waitUntil(lambda: w.state == RuntimeState.MICROPHONE, timeout=30_000)
-        session = w.runtime._live_session
-        assert session is not None and session.audio_engine.value == engine
+        motion = w.runtime._motion  # the microphone mode's motion source in the core
+        assert type(motion).__name__ == "MicMotion" and motion.engine.value == engine
         assert w.preview.mic_button.isChecked() and not w.preview.notice.isVisible()
         w.folder_edit.setText(str(tmp_path))
         w.toggle_recording()
