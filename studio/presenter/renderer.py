@@ -196,8 +196,10 @@ class WarpRenderer(nn.Module):
         foreshort = 1 - a * a  # dx / ds: a tooth at the side is seen edge-on
         gap_px = torch.minimum(v, 1 - v) * width * foreshort * self.px_per_mm
         line = torch.exp(-((gap_px / max(0.55, 0.35 * self.px_per_mm)) ** 2))
+        # Where a tooth is only a few pixels wide, a dark line between teeth would read as a comb: fainter lines.
+        line_depth = (0.22 if upper else 0.14) * min(1.0, max(0.3, self.px_per_mm / 2.5))
         back = (arc / 46.0).clamp(0, 1) ** 1.5
-        shade = bright * (0.8 + 0.2 * bulge.sqrt()) * (1 - 0.55 * back) * (1 - 0.22 * line)
+        shade = bright * (0.8 + 0.2 * bulge.sqrt()) * (1 - 0.55 * back) * (1 - line_depth * line)
         edge_rise = rise + 0.5 * (1 - bulge ** 0.3) - cusp * (1 - (2 * v - 1).abs()) ** 1.5
         crown = length * (0.86 + 0.14 * bulge)
         return shade, edge_rise, crown
