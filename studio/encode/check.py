@@ -187,6 +187,8 @@ def check_browser(seconds: float, height: int, delivery: str, segment_s: float, 
         "glass_to_glass_ms_each_second": [round(x) for x in lat],
         "decoded_fps_median": statistics.median(r["fps"] for r in reports),
         "decoded_latency_ms_last": last.get("decoded_latency_ms"),
+        "audio_arrival_ms_last": last.get("audio_arrival_ms"),
+        "audio_scheduled_ahead_ms_last": last.get("audio_scheduled_ahead_ms"),
         "av_offset_playout_ms_median": statistics.median(r["av_offset_ms"] for r in reports
                                                          if r.get("av_offset_ms") is not None)
         if any(r.get("av_offset_ms") is not None for r in reports) else None,

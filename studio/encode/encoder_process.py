@@ -57,7 +57,7 @@ def _child(fd: int) -> None:
                 pic = np.ndarray(shape, np.uint8, buffer=shm.buf)
                 out = enc.encode_picture(pic, pix, index, keyframe=key, capture_ns=capture_ns)
             elif kind == "a":
-                out = enc.encode_audio(msg[1])
+                out = enc.encode_audio(msg[1], msg[2])
             elif kind == "flush":
                 out = enc.flush()
             else:
@@ -131,8 +131,8 @@ class ChildEncoder:
         self.frames_in += 1
         return self._call(("v", pix, picture.shape, index, keyframe, capture_ns))
 
-    def encode_audio(self, samples: np.ndarray) -> list[EncodedPacket]:
-        return self._call(("a", np.ascontiguousarray(samples, np.float32)))
+    def encode_audio(self, samples: np.ndarray, capture_ns: int = 0) -> list[EncodedPacket]:
+        return self._call(("a", np.ascontiguousarray(samples, np.float32), capture_ns))
 
     def flush(self) -> list[EncodedPacket]:
         return self._call(("flush",))

@@ -169,7 +169,8 @@ class EncodedPacket:
     duration: int  # in ``time_base``
     time_base: Fraction
     keyframe: bool
-    capture_ns: int = 0  # monotonic ns of the capture stamp (video: heard_ns or when the core finished the frame)
+    capture_ns: int = 0  # monotonic ns of the capture stamp: heard_ns or when the core finished the frame (audio: of
+    # the frame whose samples completed the packet)
 
     @property
     def pts_s(self) -> float:
@@ -302,25 +303,26 @@ class StreamEncoder:
 
     # -- audio ------------------------------------------------------------------------------------------------------
 
-    def encode_audio(self, samples: np.ndarray) -> list[EncodedPacket]:
-        """Append program audio (float32 mono at ``audio_rate_hz``, contiguous); returns the AAC frames completed."""
+    def encode_audio(self, samples: np.ndarray, capture_ns: int = 0) -> list[EncodedPacket]:
+        """Append program audio (float32 mono at ``audio_rate_hz``, contiguous); returns the AAC frames completed,
+        stamped ``capture_ns`` (when the samples that completed them were captured)."""
         buf = np.concatenate([self._audio_buf, samples.astype(np.float32, copy=False)]) if self._audio_buf.size \
             else samples.astype(np.float32, copy=False)
         n = self.aac_frame_samples
         out: list[EncodedPacket] = []
         n_full = buf.size // n * n
         for start in range(0, n_full, n):
-            out += self._encode_audio_frame(buf[start:start + n])
+            out += self._encode_audio_frame(buf[start:start + n], capture_ns)
         self._audio_buf = buf[n_full:].copy()
         return out
 
-    def _encode_audio_frame(self, chunk: np.ndarray) -> list[EncodedPacket]:
+    def _encode_audio_frame(self, chunk: np.ndarray, capture_ns: int = 0) -> list[EncodedPacket]:
         frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(chunk[None, :]), format="fltp", layout="mono")
         frame.sample_rate = self.audio_rate_hz
         frame.pts = self._audio_pts
         frame.time_base = self.audio_time_base
         self._audio_pts += chunk.size
-        return self._packets(self._audio, frame, video=False)
+        return self._packets(self._audio, frame, video=False, capture_ns=capture_ns)
 
     # -- both -------------------------------------------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ class Sink(abc.ABC):
         self._cond = threading.Condition()
         self._q: deque[EncodedPacket] = deque()
         self._queued_video = 0
-        self._pending_audio: deque[EncodedPacket] = deque(maxlen=4)
+        self._pending_audio: deque[EncodedPacket] = deque(maxlen=256)  # sound before the first keyframe (5 s)
         self._waiting_key = True
         self._started = False  # a run has begun once (later waits for a keyframe lose frames)
         self._closing = False
@@ -387,6 +387,9 @@ class EncodeHub:
                 return  # no picture yet: the timeline starts with the first one
             self.first_slot = self._next_slot = int(slots[0])
             self.first_sample = self.fmt.samples_at(self.first_slot)
+        # the sound first: AAC holds a frame back, so its packets would otherwise leave a batch's encode later than
+        # the pictures, and every viewer that plays in sync waits for the sound
+        self._encode_audio(a_start, audio, int(cap.max()) if len(cap) else 0)
         t0 = time.perf_counter()
         for slot, pic, c in zip(slots, pics, cap):
             slot = int(slot)
@@ -400,7 +403,6 @@ class EncodeHub:
             self.frames += 1
         if len(slots):
             self.encode_ms.append((time.perf_counter() - t0) * 1e3 / len(slots))
-        self._encode_audio(a_start, audio)
 
     def _encode_picture(self, pic: np.ndarray, pix: str, capture_ns: int) -> None:
         key, self._force_key = self._force_key, False
@@ -408,16 +410,16 @@ class EncodeHub:
         self._next_slot += 1
         self._fan_out(self.encoder.encode_picture(pic, pix, index, keyframe=key, capture_ns=capture_ns))
 
-    def _encode_audio(self, a_start: int, audio: np.ndarray) -> None:
+    def _encode_audio(self, a_start: int, audio: np.ndarray, capture_ns: int) -> None:
         rel = a_start - self.first_sample
         if rel + len(audio) <= self._audio_done:
             return
         if rel > self._audio_done:  # a hole in the program audio: silence
-            self._fan_out(self.encoder.encode_audio(np.zeros(rel - self._audio_done, np.float32)))
+            self._fan_out(self.encoder.encode_audio(np.zeros(rel - self._audio_done, np.float32), capture_ns))
             self._audio_done = rel
         take = audio[self._audio_done - rel:]
         self._audio_done += len(take)
-        self._fan_out(self.encoder.encode_audio(take))
+        self._fan_out(self.encoder.encode_audio(take, capture_ns))
 
     def _fan_out(self, packets: list[EncodedPacket]) -> None:
         if not packets:

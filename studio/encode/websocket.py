@@ -11,7 +11,8 @@ The server (the ``websockets`` library, asyncio on its own thread) serves, on on
       byte 0      kind: 1 video, 2 audio
       byte 1      flags: bit 0 keyframe
       bytes 2-9   int64 LE: presentation time in microseconds on the program clock (AAC priming is negative)
-      bytes 10-17 int64 LE: capture stamp, microseconds since the Unix epoch (0: none)
+      bytes 10-17 int64 LE: capture stamp, microseconds since the Unix epoch (0: none; audio: of the picture
+                  whose samples completed the AAC frame)
       bytes 18-21 uint32 LE: duration in microseconds
       bytes 22-   the payload: an Annex-B access unit (SPS/PPS in front on keyframes) or one raw AAC frame
 
@@ -84,7 +85,7 @@ def frame_message(pkt: EncodedPacket) -> bytes:
     pts_us = round(pkt.pts * pkt.time_base * 1_000_000)
     dur_us = round(pkt.duration * pkt.time_base * 1_000_000)
     head = HEADER.pack(KIND_VIDEO if pkt.video else KIND_AUDIO, 1 if pkt.keyframe else 0, pts_us,
-                       _epoch_us(pkt.capture_ns) if pkt.video else 0, dur_us)
+                       _epoch_us(pkt.capture_ns), dur_us)
     return head + pkt.data
 
 

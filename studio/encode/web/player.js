@@ -17,10 +17,10 @@
   const probe = measure ? new OffscreenCanvas(16, 9).getContext("2d", { willReadFrequently: true }) : null;
 
   const KIND_VIDEO = 1, KIND_AUDIO = 2, HEADER_BYTES = 22;
-  const AUDIO_LEAD_S = 0.03, AUDIO_MAX_AHEAD_S = 0.15;  // jitter buffer of the sound, and the most it may hold
+  const AUDIO_LEAD_S = 0.03, AUDIO_MAX_AHEAD_S = 0.1;  // jitter buffer of the sound, and the most it may hold
   const st = {
     decoded: 0, drawn: 0, dropped: 0, audioResets: 0, latencies: [], latencyCount: 0, avOffsets: [],
-    decodeTimes: [], decodeLatencies: [], flashes: [], beeps: [], errors: [],
+    decodeTimes: [], decodeLatencies: [], audioArrival: [], audioAhead: [], flashes: [], beeps: [], errors: [],
   };
   let videoDecoder = null, audioDecoder = null, config = null, waitingKey = true;
   let actx = null, audioBase = null, lastFlash = false, lastBeepUs = -1e12;
@@ -81,6 +81,8 @@
         at = audioBase.ctxTime;
         st.audioResets++;
       }
+      st.audioAhead.push((at - actx.currentTime) * 1000);
+      keep(st.audioAhead, 100);
       const src = actx.createBufferSource();
       src.buffer = buf;
       src.connect(actx.destination);
@@ -166,6 +168,7 @@
       if (cap) { captureByTs.set(ts, cap / 1000); if (captureByTs.size > 500) captureByTs.clear(); }
       videoDecoder.decode(new EncodedVideoChunk({ type: key ? "key" : "delta", timestamp: ts, duration: dur, data }));
     } else if (kind === KIND_AUDIO && audioDecoder && audioDecoder.state === "configured") {
+      if (cap) { st.audioArrival.push(nowEpochMs() - cap / 1000); keep(st.audioArrival, 100); }
       audioDecoder.decode(new EncodedAudioChunk({ type: "key", timestamp: ts, duration: dur, data }));
     }
   }
@@ -239,7 +242,8 @@
     const report = {
       type: "stats", delivery, decoded: st.decoded, drawn: st.drawn, dropped: st.dropped, fps: recent,
       latency_ms: median(st.latencies), latency_p95_ms: pct(st.latencies, 0.95), latency_samples: st.latencyCount,
-      decoded_latency_ms: median(st.decodeLatencies),
+      decoded_latency_ms: median(st.decodeLatencies), audio_arrival_ms: median(st.audioArrival),
+      audio_scheduled_ahead_ms: median(st.audioAhead),
       av_offset_ms: median(st.avOffsets), stream_av_offset_ms: measure ? streamOffsetMs() : null,
       flashes: st.flashes.length, beeps: st.beeps.length, audio: actx ? actx.state : "none",
       audio_resets: st.audioResets, audio_clock: audioClock, codec: config ? config.video.codec : null, errors: st.errors.slice(-5),
