@@ -221,7 +221,9 @@ class MicMotion(MotionSource):
 
     def motion(self, chunk: Chunk) -> np.ndarray:
         fps = self.fmt.fps
-        if hasattr(self.src, "set_options"):
+        if hasattr(self.src, "set_options") and not (chunk.plain or chunk.baseline_of):
+            # the producer's flags only: a baseline chunk's would restart the live model (its mouth closes until
+            # it has its lead of audio again) twice per baseline chunk
             self.src.set_options(kv_cache=Optimization.KV_CACHE in chunk.optimizations,
                                  skip_silence=Optimization.SILENCE_SIEVE in chunk.optimizations)
         out = np.zeros((chunk.n, N_COEFFS), np.float32)
