@@ -404,3 +404,29 @@ def test_neural_engine_waits_for_its_lead_and_falls_back_when_its_weights_are_mi
     assert fallback.engine is AudioEngine.POCKETSPHINX
     assert "weights not found" in fallback.note and "pocketsphinx" in fallback.note
     assert src2.lead == int(0.04 * RATE)
+
+
+def test_baseline_chunks_do_not_restart_the_live_neural_model() -> None:
+    """The studio measures compute saved with baseline chunks that have the sieve off; the microphone's model keeps
+    the producer's options (a restart would close the mouth until the model has its lead of audio again)."""
+    from studio.pipeline.motion import MicMotion
+    from studio.pipeline.settings import Optimization
+
+    src, cap = _mic()
+    motion = MicMotion(engine=AudioEngine.NEURAL, motion_thread=False)
+    motion.open(FMT, src)
+    normal = frozenset({Optimization.KV_CACHE, Optimization.SILENCE_SIEVE})
+    sessions = set()
+    try:
+        audio = _speech_16k()
+        for i in range(0, audio.size, 160):
+            cap.ring.write(audio[i:i + 160])
+            while _due(src):
+                chunk = src.next_chunk(_pace(1))
+                chunk.plain = chunk.index % 2 == 1  # every other chunk a baseline: generation flags off
+                chunk.optimizations = normal - {Optimization.SILENCE_SIEVE} if chunk.plain else normal
+                motion.motion(chunk)
+                sessions.add(id(motion.src._session))
+    finally:
+        motion.close()
+    assert len(sessions) == 1
