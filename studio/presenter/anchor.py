@@ -19,11 +19,13 @@ import numpy as np
 from studio.errors import AnchorError
 from studio.paths import cache_dir
 from studio.presenter import landmarks as lm
+from studio.presenter.portrait import read_portrait, rgb8
 
 log = logging.getLogger(__name__)
 
 ANCHOR_FORMAT_VERSION = 7
 DEFAULT_ANCHOR_NAME = "Astronaut (default)"
+MIN_FACE_PX = 64  # cheek to cheek in the photo: smaller faces, upscaled to the anchor's size, look soft
 
 Progress = Callable[[float, str], None]
 
@@ -106,23 +108,9 @@ def default_portrait() -> np.ndarray:
 
 
 def load_image(path: Path | str) -> np.ndarray:
-    """Read a portrait file as H x W x 3 uint8 RGB (EXIF orientation applied)."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
-    path = Path(path)
-    if not path.exists():
-        raise AnchorError(f"Portrait not found: {path}. Check the path or pick another image.")
-    if path.is_dir():
-        raise AnchorError(f"{path} is a folder: pick an image file (JPEG or PNG).")
-    try:
-        with Image.open(path) as im:
-            im = ImageOps.exif_transpose(im)
-            rgb = np.asarray(im.convert("RGB"))
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise AnchorError(f"Cannot read {path.name} as an image: use a JPEG or PNG portrait.") from exc
-    if rgb.shape[0] < 64 or rgb.shape[1] < 64:
-        raise AnchorError(f"{path.name} is only {rgb.shape[1]}x{rgb.shape[0]} pixels: use a portrait of at least 256 px.")
-    return rgb
+    """Read a portrait file as H x W x 3 uint8 RGB (EXIF orientation applied; size bounded, any bit depth: see
+    ``studio.presenter.portrait``)."""
+    return read_portrait(path)
 
 
 def _content_key(image: np.ndarray, settings: AnchorSettings) -> str:
@@ -400,7 +388,7 @@ def build_anchor(
     if source is None:
         image, name = default_portrait(), name or DEFAULT_ANCHOR_NAME
     elif isinstance(source, np.ndarray):
-        image, name = np.ascontiguousarray(source[:, :, :3]).astype(np.uint8), name or "portrait"
+        image, name = rgb8(source), name or "portrait"
     else:
         image, name = load_image(source), name or Path(source).stem
     key = _content_key(image, settings)
@@ -414,19 +402,26 @@ def build_anchor(
         except Exception as exc:  # a corrupt cache entry is rebuilt, never fatal
             log.warning("anchor cache %s unreadable (%s); rebuilding", cache_file, exc)
     report(0.1, "finding the face")
-    pts = lm.detect_landmarks(image)
-    if pts is None:
+    found = lm.find_face(image)
+    if found.landmarks is None:
+        if found.box is not None:
+            raise AnchorError("A face was found but its features could not be traced: use a front-facing photo where "
+                              "the whole face is visible and evenly lit.")
         raise AnchorError("No face found in this portrait: use a front-facing photo where the whole face is visible.")
+    if found.face_width_px < MIN_FACE_PX:
+        raise AnchorError(f"The face is only {found.face_width_px:.0f} px wide in this {image.shape[1]}x"
+                          f"{image.shape[0]} photo; the presenter needs at least {MIN_FACE_PX} px across the face: "
+                          "use a closer or higher-resolution photo.")
+    pts = found.landmarks
     x0, y0, side = _frame_crop(image, pts, settings)
     out_side = int(min(max(side, settings.min_side_px), settings.max_side_px))
     framed = _resize(np.ascontiguousarray(image[y0:y0 + side, x0:x0 + side]), out_side)
     report(0.3, "measuring the face")
-    pts = lm.detect_landmarks(framed)
-    if pts is None:
-        raise AnchorError("The face was lost after framing: use a larger, sharper, front-facing portrait.")
-    face_w = float(np.linalg.norm(pts[lm.CHEEK_LEFT, :2] - pts[lm.CHEEK_RIGHT, :2]))
-    if face_w < 0.12 * out_side:
-        raise AnchorError("The face is too small in this photo: use a head-and-shoulders portrait.")
+    traced = lm.detect_landmarks(framed)
+    if traced is None:  # an upscaled small face can be too soft to trace again: carry the first tracing over
+        k = out_side / side
+        traced = np.concatenate([(pts[:, :2] - np.array([x0, y0], np.float32)) * k, pts[:, 2:] * k], axis=1)
+    pts = traced.astype(np.float32)
     report(0.5, "separating the person from the background")
     mask = lm.person_mask(framed)
     report(0.65, "building the face mesh")

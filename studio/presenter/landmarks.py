@@ -1,4 +1,12 @@
-"""MediaPipe face-mesh index chains and the detector wrapper (478 landmarks, offline)."""
+"""MediaPipe face-mesh index chains and the detector wrappers (478 landmarks, offline).
+
+``detect_landmarks`` runs the face mesh on a whole image; its face detector (short range, 128 px input) misses faces
+narrower than about a tenth of the image (the default portrait pasted into a 1280x720 frame, a face in a 4000x3000
+photo). ``find_face`` tries that first, then searches the image with MediaPipe's full-range face detector on square
+tiles from the whole image down to ``MIN_TILE_PX`` (coarse to fine, half-tile steps), and traces the mesh on a crop
+around the best face it finds, scaled so the face is about ``TRACE_FACE_PX`` wide; the landmarks come back in the
+image's pixels.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +42,9 @@ MOUTH_LEFT, MOUTH_RIGHT = 61, 291
 N_LANDMARKS = 478
 
 _MP_LOCK = threading.Lock()
+MIN_TILE_PX = 320  # the smallest search tile (the full-range detector finds faces down to ~7 % of a tile)
+TRACE_FACE_PX = 220  # the mesh is traced on a crop scaled so that the face is about this wide
+DETECTION_SCORE = 0.5
 
 
 @contextlib.contextmanager
@@ -88,3 +100,102 @@ def person_mask(image: np.ndarray) -> np.ndarray:
     except Exception as exc:
         raise AnchorError(f"Person segmentation failed on this image ({exc}). Try another portrait.") from exc
     return np.clip(mask.astype(np.float32), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class FaceSearch:
+    """What ``find_face`` found: the landmarks (image pixels), or a detected face whose mesh could not be traced."""
+
+    landmarks: np.ndarray | None  # 478 x 3 float32, x, y, z in image pixels
+    box: tuple[float, float, float, float] | None  # x, y, width, height of the detected face (image pixels)
+    score: float = 0.0
+    method: str = "whole image"  # or "tile search"
+
+    @property
+    def face_width_px(self) -> float:
+        if self.landmarks is not None:
+            return float(np.linalg.norm(self.landmarks[CHEEK_LEFT, :2] - self.landmarks[CHEEK_RIGHT, :2]))
+        return float(self.box[2]) if self.box is not None else 0.0
+
+
+def _tile_origins(length: int, side: int) -> list[int]:
+    if side >= length:
+        return [0]
+    step = max(1, side // 2)
+    origins = list(range(0, length - side, step)) + [length - side]
+    return sorted(set(origins))
+
+
+def detect_faces(image: np.ndarray, min_tile_px: int = MIN_TILE_PX) -> list[tuple[float, tuple[float, ...]]]:
+    """Faces in ``image`` (H x W x 3 uint8) as (score, (x, y, w, h) in pixels), best first, from the full-range
+    detector on square tiles, coarse to fine; the search stops at the first tile size that finds one."""
+    os.environ.setdefault("GLOG_minloglevel", "2")
+    h, w = image.shape[:2]
+    found: list[tuple[float, tuple[float, ...]]] = []
+    try:
+        import mediapipe as mp
+
+        with _MP_LOCK, _quiet_native_stderr():
+            with mp.solutions.face_detection.FaceDetection(model_selection=1,
+                                                           min_detection_confidence=DETECTION_SCORE) as det:
+                side = min(h, w)
+                while True:
+                    for y0 in _tile_origins(h, side):
+                        for x0 in _tile_origins(w, side):
+                            tile = np.ascontiguousarray(image[y0:y0 + side, x0:x0 + side])
+                            result = det.process(tile)
+                            for d in result.detections or ():
+                                b = d.location_data.relative_bounding_box
+                                box = (x0 + b.xmin * side, y0 + b.ymin * side, b.width * side, b.height * side)
+                                found.append((float(d.score[0]), box))
+                    if found or side // 2 < min_tile_px:
+                        break
+                    side //= 2
+    except Exception as exc:  # MediaPipe raises plain RuntimeError/ValueError from its graph
+        raise AnchorError(f"The face detector failed on this image ({exc}). Try another portrait.") from exc
+    # the most prominent face: score first, then size
+    found.sort(key=lambda f: (round(f[0], 1), f[1][2] * f[1][3]), reverse=True)
+    return found
+
+
+def _trace_on_crop(image: np.ndarray, box: tuple[float, ...]) -> np.ndarray | None:
+    """The mesh on a square crop around ``box`` (three face widths), scaled to ``TRACE_FACE_PX``; image pixels."""
+    from PIL import Image
+
+    h, w = image.shape[:2]
+    bx, by, bw, bh = box
+    side = int(min(max(h, w), max(3.0 * max(bw, bh), 64)))
+    cx, cy = bx + bw / 2, by + bh / 2
+    x0 = int(round(min(max(cx - side / 2, 0), max(0, w - side))))
+    y0 = int(round(min(max(cy - side / 2, 0), max(0, h - side))))
+    crop = image[y0:y0 + side, x0:x0 + side]
+    scale = TRACE_FACE_PX / max(bw, 1.0)
+    out = max(64, int(round(max(crop.shape[:2]) * scale)))
+    resized = np.asarray(Image.fromarray(np.ascontiguousarray(crop)).resize(
+        (int(round(crop.shape[1] * out / max(crop.shape[:2]))), int(round(crop.shape[0] * out / max(crop.shape[:2])))),
+        Image.LANCZOS))
+    pts = detect_landmarks(resized)
+    if pts is None:
+        return None
+    k = crop.shape[1] / resized.shape[1]
+    pts = pts.astype(np.float64)
+    pts[:, 0] = pts[:, 0] * k + x0
+    pts[:, 1] = pts[:, 1] * (crop.shape[0] / resized.shape[0]) + y0
+    pts[:, 2] = pts[:, 2] * k
+    return pts.astype(np.float32)
+
+
+def find_face(image: np.ndarray) -> FaceSearch:
+    """The most prominent face at any size (see the module docstring); ``landmarks`` None when none was traced."""
+    pts = detect_landmarks(image)
+    if pts is not None:
+        return FaceSearch(pts, None, 1.0, "whole image")
+    faces = detect_faces(image)
+    for score, box in faces[:3]:
+        pts = _trace_on_crop(image, box)
+        if pts is not None:
+            return FaceSearch(pts, tuple(box), score, "tile search")  # type: ignore[arg-type]
+    if faces:
+        score, box = faces[0]
+        return FaceSearch(None, tuple(box), score, "tile search")  # type: ignore[arg-type]
+    return FaceSearch(None, None)
