@@ -1,6 +1,6 @@
 """Speech: text-to-speech engines with phone timings, and visemes (phones -> mouth shapes)."""
 
-from studio.speech.registry import SpeechEngine, check_request, list_voices, synthesize
+from studio.speech.registry import SpeechEngine, check_request, list_voices, plan_request, synthesize
 from studio.speech.settings import SpeechSettings
 from studio.speech.types import PhonemeTiming, Utterance, VoiceInfo, WordTiming
 
@@ -13,5 +13,6 @@ __all__ = [
     "WordTiming",
     "check_request",
     "list_voices",
+    "plan_request",
     "synthesize",
 ]
