@@ -128,9 +128,10 @@ class MotionSpaceInterpolator:
     calls (they take and return tensors of fixed shapes).
     """
 
-    def __init__(self, module, max_error_px: float) -> None:
+    def __init__(self, module, max_error_px: float, planner=None) -> None:
         self.module = module
         self.max_error_px = max_error_px
+        self.planner = planner  # a module with ``landmarks`` on the CPU: plans without a GPU -> host sync
         self.frames_full = 0
         self.frames_interpolated = 0
         self.frames_fallback = 0
@@ -174,26 +175,32 @@ class MotionSpaceInterpolator:
         """Render every frame of a span of T coefficients (T x N_COEFFS) from its keyframes (see ``plan_causal``);
         returns T x 3 x S x S frames in 0..255 (not clamped) and the carry for the next span."""
         m = self.module
-        lms = m.landmarks(coeffs)
+        if self.planner is not None and coeffs.device.type != "cpu":
+            lms = self.planner.landmarks(coeffs.detach().to("cpu", non_blocking=False))
+        else:
+            lms = m.landmarks(coeffs)
         plan = plan_causal(lms, None if carry is None else carry.landmarks, strides, self.max_error_px)
         full_idx = np.flatnonzero(plan.full)
-        grid, mask = self.warp_field(coeffs[full_idx])
+        dev = coeffs.device
+        full_t = torch.from_numpy(full_idx).to(dev, non_blocking=True)
+        grid, mask = self.warp_field(coeffs[full_t])
         t = coeffs.shape[0]
         mid = np.flatnonzero(~plan.full)
         if not len(mid):
             out = self.compose(coeffs, grid, mask)
         else:
+            mid_t = torch.from_numpy(mid).to(dev, non_blocking=True)
             slot = {int(f): j for j, f in enumerate(full_idx)}
             if carry is not None:  # the carried keyframe joins the fields as index -1
                 slot[-1] = len(full_idx)
                 grid = torch.cat([grid, carry.grid])
                 mask = torch.cat([mask, carry.mask])
-            out = torch.empty((t, 3, m.size, m.size), device=coeffs.device, dtype=grid.dtype)
-            out[full_idx] = self.compose(coeffs[full_idx], grid[:len(full_idx)], mask[:len(full_idx)])
-            a = torch.tensor([slot[int(i)] for i in plan.prev[mid]], device=coeffs.device)
-            b = torch.tensor([slot[int(i)] for i in plan.next[mid]], device=coeffs.device)
-            w = torch.tensor(plan.weight[mid], device=coeffs.device, dtype=grid.dtype).view(-1, 1, 1, 1)
-            out[mid] = self.compose(coeffs[mid], torch.lerp(grid[a], grid[b], w), torch.lerp(mask[a], mask[b], w))
+            out = torch.empty((t, 3, m.size, m.size), device=dev, dtype=grid.dtype)
+            out[full_t] = self.compose(coeffs[full_t], grid[:len(full_idx)], mask[:len(full_idx)])
+            a = torch.tensor([slot[int(i)] for i in plan.prev[mid]]).to(dev, non_blocking=True)
+            b = torch.tensor([slot[int(i)] for i in plan.next[mid]]).to(dev, non_blocking=True)
+            w = torch.from_numpy(plan.weight[mid]).to(dev, grid.dtype, non_blocking=True).view(-1, 1, 1, 1)
+            out[mid_t] = self.compose(coeffs[mid_t], torch.lerp(grid[a], grid[b], w), torch.lerp(mask[a], mask[b], w))
         last = len(full_idx) - 1  # the span's last frame is always a keyframe
         self.frames_full += len(full_idx)
         self.frames_interpolated += len(mid)

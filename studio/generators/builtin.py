@@ -60,9 +60,26 @@ class Graphed:
         return res[0] if self.single else res
 
 
+def landmark_planner(module):
+    """The renderer's landmark geometry alone, on the CPU: the keyframe planner asks it where the landmarks of a
+    chunk go without a GPU -> host synchronisation."""
+    from torch import nn
+
+    from studio.presenter.renderer import WarpRenderer
+
+    p = WarpRenderer.__new__(WarpRenderer)
+    nn.Module.__init__(p)
+    for name in ("lm_src", "bases", "pivot"):
+        p.register_buffer(name, getattr(module, name).detach().cpu())
+    p.face_w, p.face_h = module.face_w, module.face_h
+    p._index_cache = {}
+    p.static_shapes = False
+    return p
+
+
 class _GraphedInterpolator(MotionSpaceInterpolator):
-    def __init__(self, module, max_err: float, field_graph: Graphed, compose_graph: Graphed) -> None:
-        super().__init__(module, max_err)
+    def __init__(self, module, max_err: float, field_graph: Graphed, compose_graph: Graphed, planner=None) -> None:
+        super().__init__(module, max_err, planner)
         self._field, self._compose = field_graph, compose_graph
 
     def warp_field(self, coeffs):
@@ -108,7 +125,8 @@ class BuiltinGenerator(Generator):
         self.field_px = field
         self._forward = self.module
         err = max_error_px(self.max_err_at_512, s)
-        self.interp = MotionSpaceInterpolator(self.module, err)
+        self.planner = landmark_planner(self.module) if self.device.type == "cuda" else None
+        self.interp = MotionSpaceInterpolator(self.module, err, self.planner)
         if settings.cuda_graphs:
             if self.device.type != "cuda":
                 raise RenderError("CUDA graphs need a CUDA device.")
@@ -125,7 +143,7 @@ class BuiltinGenerator(Generator):
             field_graph = Graphed(m.warp_field, (c,), stream)
             compose_graph = Graphed(m.compose, (c, grid, mask), stream)
             self._forward = Graphed(m.forward, (c,), stream)
-        self.interp = _GraphedInterpolator(m, err, field_graph, compose_graph)
+        self.interp = _GraphedInterpolator(m, err, field_graph, compose_graph, self.planner)
 
     @torch.inference_mode()
     def generate(self, coeffs: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
