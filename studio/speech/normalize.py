@@ -129,6 +129,12 @@ def _time(m: re.Match[str], text: str) -> str | None:
     return f"{hour} {minute}{suffix}"
 
 
+def _unit(m: re.Match[str], text: str) -> str:
+    one, many = _UNITS[m.group(1)]
+    number = re.search(r"[\d.,]+$", text[:m.start()].rstrip())
+    return " " + (one if number and number.group(0) == "1" else many)
+
+
 def _iso_date(m: re.Match[str]) -> str | None:
     year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
     if not (1 <= month <= 12 and 1 <= day <= 31):
@@ -213,18 +219,13 @@ def normalize(text: MappedText | str) -> MappedText:
     """``text`` with numbers, dates, times, money and abbreviations rewritten as a newsreader says them."""
     mt = text if isinstance(text, MappedText) else MappedText.of(text)
     for pattern, fn in _rules():
-        current = mt.text
         if fn == "time":
-            mt = mt.sub(pattern, lambda m: _time(m, current))
+            mt = mt.sub(pattern, lambda m, text=mt.text: _time(m, text))
         elif fn == "ampm":
-            mt = mt.sub(pattern, lambda m: " " + ("AM" if m.group(1) in "aA" else "PM") + _sentence_dot(m, current))
+            mt = mt.sub(pattern, lambda m, text=mt.text: " " + ("AM" if m.group(1) in "aA" else "PM")
+                        + _sentence_dot(m, text))
         elif fn == "unit":
-            def unit(m: re.Match[str]) -> str:
-                one, many = _UNITS[m.group(1)]
-                number = re.search(r"[\d.,]+$", current[:m.start()])
-                return " " + (one if number and number.group(0) == "1" else many)
-
-            mt = mt.sub(pattern, unit)
+            mt = mt.sub(pattern, lambda m, text=mt.text: _unit(m, text))
         else:
             mt = mt.sub(pattern, fn)  # type: ignore[arg-type]
     return mt

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -184,7 +186,7 @@ RATE = 1000
 
 def _fake_voice(text: str, lead_s: float = 0.2, tail_s: float = 0.3, word_s: float = 0.25) -> Utterance:
     """An utterance like an engine's: edge silence phones around one tone per word, word timings on ``text``."""
-    tokens = [(m.start(), m.end()) for m in __import__("re").finditer(r"[^\s,.]+", text)]
+    tokens = [(m.start(), m.end()) for m in re.finditer(r"[^\s,.]+", text)]
     n = int(round((lead_s + word_s * len(tokens) + tail_s) * RATE))
     audio = np.zeros(n, np.float32)
     phones = [PhonemeTiming("_", 0.0, lead_s)]
