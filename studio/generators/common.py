@@ -124,9 +124,23 @@ class NeuralGenerator(Generator):
             self._to_device()
             with torch.inference_mode():
                 self._prepare(anchor)
+            if settings.cuda_graphs:
+                self._capture_graphs()
         except torch.cuda.OutOfMemoryError as exc:
             raise RenderError(f"{self.info.label}: the GPU ran out of memory loading the engine: close other GPU "
                               "work or choose a smaller size.") from exc
+
+    def _capture_graphs(self) -> None:
+        """Every compile target replayed as a CUDA graph at its example shapes (inputs copied into static buffers; a
+        smaller batch is padded, a larger one split: ``studio.generators.builtin.Graphed``)."""
+        from studio.generators.builtin import Graphed
+
+        if self.device.type != "cuda":
+            raise RenderError(f"{self.info.label}: CUDA graphs need a CUDA device.")
+        stream = torch.cuda.Stream(self.device)
+        with torch.inference_mode():
+            for t in self._targets():
+                self.fns[t.name] = Graphed(self.fns[t.name], t.example_inputs, stream)
 
     def _build_twin(self) -> None:
         raise NotImplementedError

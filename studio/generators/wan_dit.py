@@ -327,8 +327,10 @@ class WanDiTGenerator(NeuralGenerator):
             self.noise = torch.randn((1, d.out_dim, self.latent_frames, h, h), device=dev, dtype=dt)
         self.context = self.dit.context(text, clip)  # 1 x 769 x C
         self.sigmas = shifted_sigmas(self.steps)
-        self.ahead = torch.zeros((0, 3, s, s), device=dev)
-        self.pending = torch.zeros((0, self.cfg.audio_dim), device=dev)
+        self.ahead = torch.zeros((0, 3, s, s), device=dev)  # frames generated, not yet handed out
+        self.pending = torch.zeros((0, self.cfg.audio_dim), device=dev)  # audio of the frames from ``made`` on
+        self.fed = 0  # frames whose audio has arrived
+        self.made = 0  # frames generated (whole windows)
 
     def audio_tokens(self, feats: torch.Tensor) -> torch.Tensor:
         """window_frames x 2 x 768 (wav2vec2 at 50 Hz, two per output frame) -> F x 32 x 768: each latent frame's
@@ -356,13 +358,20 @@ class WanDiTGenerator(NeuralGenerator):
         return to_size(frames, self.settings.size_px)
 
     def _generate(self, coeffs: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
+        """A window runs when the frames handed out reach its start, on the audio that has arrived for it (the rest
+        of it silent): with ``batch_frames`` = the window (``info.batch_sizes``) every window hears all its audio.
+        Audio for frames already generated is too late and dropped."""
         b = features.shape[0]
-        self.pending = torch.cat([self.pending, features.reshape(b * 2, -1).to(self.device).float()])
+        late = max(0, self.made - self.fed)
+        self.fed += b
+        fresh = features[late:].reshape(-1, features.shape[-1]).to(self.device).float()  # 2 rows per frame
+        self.pending = torch.cat([self.pending, fresh])
         while self.ahead.shape[0] < b:
             need = 2 * self.window_frames
             feats = self.pending[:need]
             feats = torch.cat([feats, feats.new_zeros(need - feats.shape[0], feats.shape[1])])
             self.pending = self.pending[need:]
+            self.made += self.window_frames
             self.ahead = torch.cat([self.ahead, self.run_window(feats.view(self.window_frames, 2, -1))])
         out, self.ahead = self.ahead[:b], self.ahead[b:]
         return out

@@ -82,5 +82,21 @@ def test_one_window_per_window_frames():
     assert len(calls) == 2  # the window's remaining 2 frames
     g.generate(motion(1), torch.randn(1, 2, 16))
     assert len(calls) == 4
+    assert g.made == 10 and g.fed == 6 and g.pending.shape[0] == 0  # the second window heard frame 5's audio
+
+
+def test_late_audio_is_dropped_and_windows_stay_aligned():
+    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2)
+    g.open(small_anchor(), GeneratorSettings(size_px=64, batch_frames=5))
+    heard = []
+    run = g.run_window
+    g.run_window = lambda feats: heard.append(feats[:, 0, 0].clone()) or run(feats)
+    frame_id = torch.arange(12, dtype=torch.float32)[:, None, None].expand(12, 2, 16)  # audio of frame k = k
+    g.generate(motion(3), frame_id[0:3] + 1)
+    g.generate(motion(4), frame_id[3:7] + 1)
+    g.generate(motion(5), frame_id[7:12] + 1)
+    assert torch.equal(heard[0], torch.tensor([1.0, 2, 3, 0, 0]))  # frames 3 and 4 not heard yet: silent
+    assert torch.equal(heard[1], torch.tensor([6.0, 7, 0, 0, 0]))  # frames 5, 6 arrived in time, 3 and 4 too late
+    assert torch.equal(heard[2], torch.tensor([11.0, 12, 0, 0, 0]))
     with pytest.raises(ModelLoadError, match="multiple of 16"):
         wd.WanDiTGenerator(SMALL).open(small_anchor(), GeneratorSettings(size_px=72))

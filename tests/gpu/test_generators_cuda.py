@@ -1,0 +1,103 @@
+"""The engines at their real shapes on the GPU (timing twins): every engine generates frames of the asked size, the Wan
+DiT runs one forward at 288, 512 and 1024 px within the device's memory, and the memory peak is reported."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytest.importorskip("diffusers", reason="needs the 'engines' extra (NEWSSTUDIO_EXTRAS=engines ./installers/setup.sh)")
+
+from studio.bench.engine_speed import bench_anchor  # noqa: E402
+from studio.pipeline.roles import GENERATORS, GeneratorSettings  # noqa: E402
+from studio.presenter.coeffs import N_COEFFS  # noqa: E402
+
+
+def _open(name: str, size: int, batch: int = 4):
+    gen = GENERATORS.create(name)
+    gen.open(bench_anchor(), GeneratorSettings(device="cuda", size_px=size, precision="bf16", batch_frames=batch))
+    return gen
+
+
+def _inputs(gen, n: int):
+    feats = None
+    if gen.info.audio is not None:
+        feats = torch.randn((n, *gen.info.audio.shape_per_frame), device="cuda")
+    return torch.zeros((n, N_COEFFS), device="cuda"), feats
+
+
+@pytest.mark.parametrize("name", ["wav2lip", "musetalk-1.5", "liveportrait", "ditto"])
+def test_engine_frames_at_size(name):
+    gen = _open(name, 512)
+    out = gen.generate(*_inputs(gen, 5))
+    assert out.shape == (5, 3, 512, 512) and out.device.type == "cuda"
+    assert torch.isfinite(out).all() and float(out.std()) > 0
+    assert gen.twin and "timing twin" in gen.label
+    gen.close()
+
+
+@pytest.mark.parametrize("size,tokens", [(288, 6804), (512, 21504), (1024, 86016)])
+def test_wan_dit_one_forward_at_size(size, tokens, record_property):
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    gen = _open("wan2.1-1.3b", size, batch=81)
+    h = size // 8
+    x = torch.randn((2, 36, 21, h, h), device="cuda", dtype=torch.bfloat16)
+    audio = torch.randn((2, 21, 32, 768), device="cuda", dtype=torch.bfloat16)
+    with torch.inference_mode():
+        v = gen.fns["dit"](x, torch.full((2,), 500.0, device="cuda"), gen.context.expand(2, -1, -1), audio)
+    assert v.shape == (2, 16, 21, h, h) and torch.isfinite(v).all()
+    assert 21 * (h // 2) ** 2 == tokens  # ENGINES.md's token counts
+    peak = torch.cuda.max_memory_allocated() / 2 ** 30
+    record_property("gpu_peak_gib", round(peak, 2))
+    print(f"wan2.1-1.3b {size}px: one forward (2 guidance passes), GPU peak {peak:.1f} GiB")
+    gen.close()
+
+
+def test_wan_window_gives_81_frames():
+    gen = _open("wan2.1-1.3b", 288, batch=81)
+    out = gen.generate(*_inputs(gen, 81))
+    assert out.shape == (81, 3, 288, 288) and torch.isfinite(out).all()
+    gen.close()
+
+
+def test_wan_14b_twin_fits_or_says_so():
+    free, _ = torch.cuda.mem_get_info()
+    if free < 60 * 2 ** 30:
+        pytest.skip(f"the 14 B twin needs about 60 GiB free; {free / 2 ** 30:.0f} GiB here")
+    gen = _open("wan2.1-14b", 288, batch=81)
+    h = 288 // 8
+    x = torch.randn((2, 36, 21, h, h), device="cuda", dtype=torch.bfloat16)
+    audio = torch.randn((2, 21, 32, 768), device="cuda", dtype=torch.bfloat16)
+    with torch.inference_mode():
+        v = gen.fns["dit"](x, torch.full((2,), 500.0, device="cuda"), gen.context.expand(2, -1, -1), audio)
+    assert v.shape == (2, 16, 21, h, h)
+    gen.close()
+
+
+@pytest.mark.parametrize("name", ["whisper-tiny", "wav2vec2-base", "hubert-large"])
+def test_audio_encoders_on_the_gpu(name):
+    import numpy as np
+
+    from studio.generators.audio_encoders import ENCODERS
+
+    enc = ENCODERS[name]("cuda", "bf16")
+    f = enc.features_for_slots(np.random.default_rng(0).standard_normal(48000).astype(np.float32) * 0.1,
+                               np.arange(0, 3, 0.04), 25.0)
+    assert f.shape == (75, *enc.spec.shape_per_frame) and np.isfinite(f).all()
+
+
+@pytest.mark.parametrize("name,size,batch", [("wav2lip", 256, 4), ("musetalk-1.5", 256, 4), ("liveportrait", 512, 4),
+                                             ("wan2.1-1.3b", 288, 81)])
+def test_cuda_graphs_match_eager(name, size, batch):
+    eager = GENERATORS.create(name)
+    graphed = GENERATORS.create(name)
+    for gen, graphs in ((eager, False), (graphed, True)):
+        gen.open(bench_anchor(), GeneratorSettings(device="cuda", size_px=size, precision="bf16", batch_frames=batch,
+                                                   cuda_graphs=graphs))
+    n = 3 if batch < 81 else 81  # a partial batch: the graph pads it
+    coeffs, feats = _inputs(eager, n)
+    a, b = eager.generate(coeffs, feats), graphed.generate(coeffs, feats)
+    assert a.shape == b.shape
+    assert float((a - b).abs().max()) < 2.0  # 0..255 scale; bf16 kernels may differ in their reduction order
