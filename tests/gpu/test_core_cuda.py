@@ -1,0 +1,131 @@
+"""The pipeline core on CUDA (run on the device machine: `pytest -m gpu tests/gpu`): every flag at once makes every
+frame with the GPU's timings and YUV; CUDA graphs give eager's pixels; `render --device cuda --canvas 1080p --fps 60`
+and `bench` at CUDA go through the same core."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.io import wavfile
+
+from studio.audio.settings import AudioEngine
+from studio.pipeline.roles import Layout, OnAir, Output, ProgramBatch
+from studio.pipeline.settings import ALL_OPTIMIZATIONS, CoreSettings, Optimization
+
+pytestmark = pytest.mark.gpu
+
+O = Optimization
+RATE = 16000
+
+
+class Collect(Output):
+    name = "collect"
+
+    def __init__(self) -> None:
+        self.batches: list[ProgramBatch] = []
+
+    def write(self, batch: ProgramBatch) -> None:
+        self.batches.append(batch)
+
+
+class CollectYuv(Collect):
+    """An encoder's view: the I420 planes only."""
+
+    name = "collect-yuv"
+    needs_rgb = False
+    wants_yuv = True
+
+
+def _items():
+    from studio.pipeline.sources import ProgramItem, resample
+    from studio.speech.types import PhonemeTiming
+
+    rng = np.random.default_rng(0)
+    speech = (0.2 * rng.standard_normal(RATE)).astype(np.float32)
+    audio = np.concatenate([speech, np.zeros(RATE // 2, np.float32)])
+    phones = tuple(PhonemeTiming(p, 0.1 * i, 0.1 * i + 0.1) for i, p in enumerate("hɛloʊwɜld"))
+    return [ProgramItem(resample(audio, RATE, 48000), audio, phonemes=phones, on_air=OnAir("one")),
+            ProgramItem(resample(audio[:RATE // 3], RATE, 48000), audio[:RATE // 3], on_air=OnAir("two"))]
+
+
+def _run(anchor, opts, outputs, **changes):
+    from studio.pipeline.factory import make_core
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.sources import ProgramSource
+
+    s = CoreSettings(device="cuda", fps=60.0, chunk_frames=16, batch_frames=16, optimizations=frozenset(opts),
+                     **changes)
+    core = make_core(ProgramSource(_items()), ProgramMotion(audio_engine=AudioEngine.POCKETSPHINX), s, anchor,
+                     outputs)
+    try:
+        return core.run()
+    finally:
+        core.pool.close()
+
+
+def test_every_flag_on_cuda_makes_every_frame_with_gpu_timings_and_yuv(default_anchor):
+    rgb, yuv = Collect(), CollectYuv()
+    rep = _run(default_anchor, ALL_OPTIMIZATIONS, [rgb, yuv], layout=Layout.CANVAS, canvas_height_px=1080)
+    n = int(np.ceil(1.5 * 60)) + int(np.ceil(RATE // 3 / RATE * 60))
+    assert rep.frames_produced == rep.n_frames == n and rep.frames_dropped == 0
+    assert [int(s) for b in rgb.batches for s in b.slots] == list(range(n))
+    frames = np.concatenate([b.frames for b in rgb.batches])
+    planes = np.concatenate([b.yuv for b in yuv.batches])
+    assert frames.shape == (n, 1080, 1920, 3) and planes.shape == (n, 1620, 1920)
+    assert all(b.device_frames is not None and b.device_frames.is_cuda for b in rgb.batches)
+    assert rep.frames_interpolated > 0 and rep.gpu_mem_peak_mb > 0
+    assert rep.stages["generate"].median_ms > 0 and rep.stages["post"].median_ms > 0  # CUDA events
+    from studio.encode.colour import rgb_to_i420
+
+    cpu = rgb_to_i420(torch.from_numpy(frames[:4]).permute(0, 3, 1, 2).float()).numpy().astype(int)
+    assert np.abs(cpu - planes[:4].astype(int)).max() <= 1  # made on the GPU, as the CPU would
+
+
+def test_cuda_graphs_through_the_core_give_the_eager_pixels(default_anchor):
+    eager, graphed = Collect(), Collect()
+    _run(default_anchor, {O.FRAME_INTERPOLATION}, [eager], size_px=512)
+    _run(default_anchor, {O.FRAME_INTERPOLATION, O.CUDA_GRAPHS}, [graphed], size_px=512)
+    a = np.concatenate([b.frames for b in eager.batches]).astype(int)
+    b = np.concatenate([b.frames for b in graphed.batches]).astype(int)
+    assert a.shape == b.shape
+    diff = np.abs(a - b)
+    assert diff.mean() < 0.1 and np.percentile(diff, 99.9) <= 2, (diff.mean(), diff.max())
+
+
+def test_render_cli_on_cuda_at_1080p60(tmp_path: Path):
+    from studio.cli import main
+    from studio.encode import probe_mp4
+
+    t = np.arange(int(2.0 * RATE)) / RATE
+    voice = 0.3 * np.sin(2 * np.pi * 140 * t) * (np.sin(2 * np.pi * 2.5 * t) > 0)
+    wav = tmp_path / "voice.wav"
+    wavfile.write(wav, RATE, (voice * 32767).astype(np.int16))
+    out = tmp_path / "cuda.mp4"
+    rc = main(["render", "--audio", str(wav), "--audio-engine", "pocketsphinx", "--device", "cuda", "--canvas",
+               "1080p", "--fps", "60", "--out", str(out)])
+    assert rc == 0
+    info = probe_mp4(out)
+    assert (info.width, info.height) == (1920, 1080) and info.fps == pytest.approx(60.0)
+    assert info.n_video_frames == 120
+    assert info.audio_duration_s == pytest.approx(info.video_duration_s, abs=0.001)
+
+
+def test_bench_on_cuda_reports_gpu_time_for_every_configuration(tmp_path: Path):
+    from studio.bench.harness import BenchItem, BenchSettings, run_bench, save_program
+
+    rng = np.random.default_rng(1)
+    speech = np.concatenate([0.2 * rng.standard_normal(RATE), np.zeros(RATE // 2)]).astype(np.float32)
+    save_program([BenchItem(speech, "one"), BenchItem(speech[:RATE // 2], "two")], tmp_path / "p.npz")
+    b = BenchSettings(device="cuda", size_px=256, fps=60.0, repeats=1, program=tmp_path / "p.npz", quality_frames=4)
+    r = run_bench(b, tmp_path / "bench.json", progress=lambda m: None)
+    assert json.loads((tmp_path / "bench.json").read_text())["frames"] == r["frames"] == 120
+    rows = {row["optimization"] for row in r["ablation"]}
+    assert {"cuda_graphs", "gpu_encode"} <= rows
+    assert set(r["gpu_ms_per_frame"]) == set(r["repeats"])
+    assert all(math.isfinite(v) and v > 0 for v in r["gpu_ms_per_frame"].values())
+    assert r["floor"]["total"]["measured_ms_per_frame"] > 0
