@@ -50,7 +50,7 @@ def test_render_audio_of_human_speech_meets_lipsync_targets(tmp_path: Path, engi
     text = json.loads((MODEL_DIR / "eval_transcripts.json").read_text())["moonshine:beckett.wav"]
     out = tmp_path / "beckett.mp4"
     subprocess.run([sys.executable, str(REPO / "main.py"), "render", "--audio", str(clip), "--size", "256",
-                    "--engine", engine, "--out", str(out)], check=True, cwd=REPO, timeout=600)
+                    "--audio-engine", engine, "--out", str(out)], check=True, cwd=REPO, timeout=600)
     audio, rate = load_audio_file(clip)
     report = measure_lipsync(out, align(audio, rate, text), max_lag_frames=5)
     assert report.best_corr is not None and report.best_corr >= 0.5

@@ -70,7 +70,7 @@ def test_the_face_lives_in_silence(tmp_path):
 
     out = tmp_path / "pause.mp4"
     proc = _run("render", "--text", "Hello. ... ... ... ... ... ... ... ... ... ... ... Goodbye.", "--voice", "espeak:en-us",
-                "--out", str(out), "--fps", "10")
+                "--out", str(out), "--fps", "25", "--size", "384")
     assert proc.returncode == 0, proc.stderr
     frames = read_video_frames(out)
     eyes, noses = [], []
@@ -97,6 +97,18 @@ def test_the_face_lives_in_silence(tmp_path):
         (["--text", "Hello", "--out", "{readonly}/x.mp4"], "Cannot write"),
         (["--text", "Hello", "--device", "cuda"], "No CUDA GPU"),
         (["--text", "Hello", "--size", "10"], "out of range"),
+        (["--text", "Hello", "--size", "513"], "even number"),
+        (["--text", "Hello", "--size", "2162"], "out of range"),
+        (["--text", "Hello", "--size", "512", "--canvas", "720p"], "not allowed with"),
+        (["--text", "Hello", "--canvas", "4k"], "invalid choice"),
+        (["--text", "Hello", "--fps", "24"], "not offered"),
+        (["--text", "Hello", "--key-fps", "10"], "must divide"),
+        (["--text", "Hello", "--optimizations", "warp_speed"], "Unknown optimization"),
+        (["--text", "Hello", "--optimizations", "cuda_graphs", "--device", "cpu"], "need a CUDA GPU"),
+        (["--text", "Hello", "--engine", "nobody"], "Unknown engine"),
+        (["--text", "Hello", "--audio-engine", "nobody"], "invalid choice"),
+        (["--text", "Hello", "--background", "#12345"], "not a colour"),
+        (["--text", "Hello", "--background", "/nonexistent/wall.png"], "no such image"),
         (["--audio", "{notimage}"], "audio"),
     ],
 )
@@ -125,6 +137,24 @@ def test_bad_input_gets_one_clear_line(tmp_path, args, message):
     assert message in lines[0]
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out.mp4").exists()
+
+
+def test_render_on_a_720p_canvas_with_a_lower_third(tmp_path):
+    """The 16:9 program: 1280 x 720, the presenter over the background with the title in the lower third."""
+    from studio.encode.probe import read_video_frames
+
+    out = tmp_path / "canvas.mp4"
+    proc = _run("render", "--text", "Good evening.", "--voice", "espeak:en-us", "--canvas", "720p", "--title",
+                "Evening news", "--background", "#203040", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    info = probe_mp4(out)
+    assert (info.width, info.height) == (1280, 720) and info.fps == pytest.approx(25.0)
+    assert info.audio_duration_s == pytest.approx(info.video_duration_s, abs=0.001)
+    frame = read_video_frames(out)[0].astype(float)
+    top, bar = frame[20:60, 20:200], frame[int(720 * 0.83):int(720 * 0.92), 80:400]
+    assert np.abs(top.mean(axis=(0, 1)) - [32, 48, 64]).max() < 25  # the colour asked for, shaded
+    assert np.abs(bar.mean() - top.mean()) > 5  # the lower third is drawn over it
+    assert "optimizations" in proc.stderr and "engine builtin" in proc.stderr
 
 
 def test_a_killed_render_leaves_no_finished_looking_file(tmp_path):
