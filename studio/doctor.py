@@ -81,6 +81,28 @@ def _tensorrt() -> dict[str, Any]:
         return {"available": False, "reason": f"tensorrt does not load: {exc}"}
 
 
+def _engines() -> list[dict[str, Any]] | dict[str, str]:
+    try:
+        from studio.generators import engine_table
+
+        return engine_table()
+    except Exception as exc:  # doctor reports whatever fails instead of failing itself
+        return {"error": str(exc)}
+
+
+def _engine_line(e: dict[str, Any]) -> str:
+    if e["weights_present"]:
+        weights = f"weights in {e['weights_dir']}" if e["weights_dir"] else "no weights needed"
+    elif e["missing"] == "no public weights":
+        weights = "timing twin only (no public weights)"
+    else:
+        weights = f"timing twin only (missing {e['missing']} in {e['weights_dir']})"
+    where = "needs a GPU" if e["needs_gpu"] else "runs on the CPU"
+    extra = f"; install: {e['install_hint']}" if e.get("missing_packages") else ""
+    px = f"{e['native_px']} px" if e["native_px"] else "any size"
+    return f"engine        {e['name']}: {px}, {e['audio_encoder'] or 'motion-driven'}, {weights}, {where}{extra}"
+
+
 def collect() -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
@@ -91,6 +113,7 @@ def collect() -> dict[str, Any]:
         "video_encoders": _encoders(),
         "onnxruntime": _onnxruntime(),
         "tensorrt": _tensorrt(),
+        "engines": _engines(),
     }
 
 
@@ -111,4 +134,6 @@ def format_report(r: dict[str, Any]) -> str:
     lines.append(f"onnxruntime   {ort.get('version', '')} providers: {', '.join(ort.get('providers', [])) or ort.get('error')}")
     trt = r["tensorrt"]
     lines.append(f"TensorRT      {'version ' + trt['version'] if trt['available'] else 'not available: ' + trt['reason']}")
+    eng = r.get("engines", [])
+    lines += [_engine_line(e) for e in eng] if isinstance(eng, list) else [f"engines       {eng['error']}"]
     return "\n".join(lines)
