@@ -108,14 +108,18 @@ class AudioEncoder:
         return self._encode(audio)
 
     def features_for_slots(self, audio_16k: np.ndarray, slot_times_s: np.ndarray, fps: float,
-                           encode: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+                           encode: Callable[[np.ndarray], np.ndarray] | None = None,
+                           memo: dict[int, np.ndarray] | None = None) -> np.ndarray:
         """K x shape_per_frame features for slots shown at ``slot_times_s`` (seconds from ``audio_16k[0]``).
         ``encode`` replaces ``encode_window`` (e.g. ``cached(...)``); ``fps`` is the slot rate (the slicing is by
-        time, so any rate works; the releases use 25)."""
+        time, so any rate works; the releases use 25). ``memo`` keeps the frames of windows whose audio was complete
+        (``SegmentFeatures``: a window is encoded once per segment)."""
         del fps  # slots are placed by their times
         audio = np.asarray(audio_16k, np.float32).reshape(-1)
         encode = encode or self.encode_window
         t = np.asarray(slot_times_s, np.float64).reshape(-1)
+        if not len(t):
+            return np.zeros((0, *self.spec.shape_per_frame), np.float32)
         start = np.floor(t * self.feature_fps + 1e-6).astype(np.int64) - self.left_frames
         idx = start[:, None] + np.arange(self.frames_per_slot)[None, :]  # K x n frame indices
         n_total = len(audio) // self.samples_per_frame
@@ -125,21 +129,44 @@ class AudioEncoder:
         win_n = int(round(WINDOW_S * ANALYSIS_RATE_HZ))
         valid = (idx >= 0) & (idx < n_total)
         frames: dict[int, np.ndarray] = {}
-        for w in np.unique(idx[valid] // win_f):
-            a = int(w) * win_n - ctx_n
+        for w in (int(w) for w in np.unique(idx[valid] // win_f)):
+            if memo is not None and w in memo:
+                frames[w] = memo[w]
+                continue
+            a = w * win_n - ctx_n
             seg = audio[max(a, 0):a + win_n + 2 * ctx_n]
             seg = np.pad(seg, (max(0, -a), self.window_samples - len(seg) - max(0, -a)))
-            frames[int(w)] = np.asarray(encode(seg), np.float32)[ctx_f:ctx_f + win_f]
+            frames[w] = np.asarray(encode(seg), np.float32)[ctx_f:ctx_f + win_f]
+            if memo is not None and len(audio) >= a + win_n + 2 * ctx_n:
+                memo[w] = frames[w]
         out = np.zeros((len(t), self.frames_per_slot, *self._frame_shape()), np.float32)
         for k, j in zip(*np.nonzero(valid)):
             w, r = divmod(int(idx[k, j]), win_f)
             out[k, j] = frames[w][r]
-        if not len(t):
-            return np.zeros((0, *self.spec.shape_per_frame), np.float32)
         return np.stack([self._slot(o) for o in out]).reshape(len(t), *self.spec.shape_per_frame)
 
     def _frame_shape(self) -> tuple[int, ...]:
         raise NotImplementedError
+
+
+class SegmentFeatures:
+    """The features of one program segment (a rundown item, a file, a stretch of microphone) as its audio arrives:
+    the window grid is anchored at the segment's first sample, so a repeated ident or phrase at the same offset gives
+    the same windows (fingerprint-cache hits across segments), and each window whose audio is complete is encoded
+    once per segment (later chunks reuse it without counting as cache hits).
+
+    ``features(audio_so_far, slot_times_s)``: ``audio_so_far`` starts at the segment's start; ``slot_times_s`` are
+    seconds from that start."""
+
+    def __init__(self, encoder: AudioEncoder, encode: Callable[[np.ndarray], np.ndarray] | None = None,
+                 fps: float = 25.0) -> None:
+        self.encoder = encoder
+        self.encode = encode
+        self.fps = fps
+        self.memo: dict[int, np.ndarray] = {}
+
+    def features(self, audio_so_far: np.ndarray, slot_times_s: np.ndarray) -> np.ndarray:
+        return self.encoder.features_for_slots(audio_so_far, slot_times_s, self.fps, self.encode, self.memo)
 
 
 def cached(encoder: AudioEncoder, cache) -> Callable[[np.ndarray], np.ndarray]:

@@ -63,6 +63,21 @@ def test_cached_encoder_gives_the_same_features_and_hits_on_a_repeat():
     assert misses >= 2 and cache.misses == misses and cache.hits == misses
 
 
+def test_segment_features_encode_each_complete_window_once():
+    enc = FrameMean()
+    calls = []
+    seg = ae.SegmentFeatures(enc, encode=lambda w: calls.append(1) or enc.encode_window(w))
+    audio = _speech_like(6.0)
+    whole = enc.features_for_slots(audio, np.arange(0, 6.0, 0.04), 25.0)
+    parts = []
+    for a in range(0, 150, 25):  # one second of slots at a time, with the audio that has arrived (+0.5 s)
+        t = np.arange(a, a + 25) * 0.04
+        parts.append(seg.features(audio[:min(len(audio), int((t[-1] + 0.5) * 16000))], t))
+    got = np.concatenate(parts)
+    np.testing.assert_array_equal(got[:100], whole[:100])  # slots whose windows had all their audio in time
+    assert len(calls) < 12 and set(seg.memo) >= {0, 1}
+
+
 def test_wav2lip_mel_basis_matches_librosa_slaney():
     audio_utils = pytest.importorskip("transformers.audio_utils", reason=EXTRA)
     ref = audio_utils.mel_filter_bank(num_frequency_bins=401, num_mel_filters=80, min_frequency=55.0,
