@@ -47,6 +47,7 @@ from studio.audio.features import HOP, N_MELS, SAMPLE_RATE_HZ, log_mel
 from studio.presenter.coeffs import MOUTH_COEFFS
 from studio.speech.types import PhonemeTiming
 from studio.speech.visemes import Viseme, mouth_track, viseme_for_phone
+from studio.neural.training.text import spoken_numbers  # noqa: F401 (the recipe's, kept importable here)
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +139,6 @@ def news_text(r: random.Random) -> str:
     return r.choice(t)()
 
 
-_YEAR = re.compile(r"\b(19[5-9]\d|20[0-4]\d)\b")
-_ORDINAL = re.compile(r"\b(\d+)(st|nd|rd|th)\b")
-_DECIMAL = re.compile(r"\b(\d+)\.(\d+)\b")
-_INTEGER = re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d+\b")
 
 
 _SENTENCE = re.compile(r"[A-Z][A-Za-z ,;:'-]*[.!?]")
@@ -151,14 +148,13 @@ _SENTENCE = re.compile(r"[A-Z][A-Za-z ,;:'-]*[.!?]")
 def fortune_sentences() -> tuple[str, ...]:
     """Plain sentences of 5..25 words from Debian's ``fortunes`` (quotes, literature, proverbs): varied English
     beyond the news templates. Kept only when every word is in the aligner's dictionary, and never when it shares
-    four words in a row with a transcript of the human-speech evaluation (``eval_transcripts.json``)."""
+    four words in a row with a transcript of the human-speech evaluation (``humans.human_clips``, both splits)."""
     from studio.audio.recognizer import _WORD_RE, _model_paths  # the aligner's own word split and dictionary
-    from studio.neural.settings import EVAL_TRANSCRIPTS as TRANSCRIPTS
+    from studio.neural.training.humans import human_clips
 
     vocab = {ln.split(maxsplit=1)[0].split("(")[0] for ln in Path(_model_paths()[2]).read_text().splitlines() if ln}
-    held = json.loads(TRANSCRIPTS.read_text())
-    held_text = " ".join(v if isinstance(v, str) else " ".join(p[2] for p in v)
-                         for k, v in held.items() if not k.startswith("_"))
+    held_text = " ".join(c.text if isinstance(c.text, str) else " ".join(p[2] for p in c.text)
+                         for c in human_clips("all"))
     hw = _WORD_RE.findall(held_text.lower())
     held4 = {tuple(hw[i : i + 4]) for i in range(len(hw) - 3)}
     out: set[str] = set()
@@ -182,24 +178,6 @@ def fortune_sentences() -> tuple[str, ...]:
 
 def fortune_text(r: random.Random) -> str:
     return r.choice(fortune_sentences())
-
-
-def spoken_numbers(text: str) -> str:
-    """The text with numbers, years, ordinals and decimals written as the words a reader says (num2words), and
-    am / pm as words: what the TTS speaks is then exactly what the forced aligner is given."""
-    from num2words import num2words
-
-    def words(s: str) -> str:
-        return s.replace("-", " ").replace(",", "")
-
-    text = _YEAR.sub(lambda m: words(num2words(int(m.group(1)), to="year")), text)
-    text = _ORDINAL.sub(lambda m: words(num2words(int(m.group(1)), to="ordinal")), text)
-    text = _DECIMAL.sub(lambda m: words(num2words(int(m.group(1)))) + " point "
-                        + " ".join(words(num2words(int(d))) for d in m.group(2)), text)
-    text = _INTEGER.sub(lambda m: words(num2words(int(m.group(0).replace(",", "")))), text)
-    text = re.sub(r"\b(\d+|[a-z ]+) (am|pm)\b", lambda m: m.group(1) + (" in the morning" if m.group(2) == "am"
-                                                                      else " in the evening"), text)
-    return text
 
 
 # -- synthesis -------------------------------------------------------------------------------------------------------
@@ -328,8 +306,11 @@ def _noise(n: int, r: np.random.Generator) -> np.ndarray:
     return x / (x.std() + 1e-9)
 
 
-def augment(audio: np.ndarray, r: np.random.Generator, strength: float) -> tuple[np.ndarray, float]:
-    """(augmented audio, time scale of the result relative to the input). ``strength`` 0 = clean, 1 = heavy."""
+def augment(audio: np.ndarray, r: np.random.Generator, strength: float,
+            channel: float = 0.0) -> tuple[np.ndarray, float]:
+    """(augmented audio, time scale of the result relative to the input). ``strength`` 0 = clean, 1 = heavy.
+    ``channel``: the share of clips that go through ``channel.realistic_channel`` (a room, a microphone or phone line,
+    a background bed, a codec) instead of the generic reverb / EQ / band limit / noise below."""
     from scipy.signal import butter, fftconvolve, sosfilt
 
     x = audio.astype(np.float32)
@@ -341,30 +322,35 @@ def augment(audio: np.ndarray, r: np.random.Generator, strength: float) -> tuple
         num = int(round(100 / factor))
         x = _resample(x, 100, num) if num != 100 else x
         scale = num / 100.0
-    if r.random() < 0.5 * strength + 0.2:  # reverb
-        rt60 = float(r.uniform(0.1, 0.3 + 0.5 * strength))
-        n = int(rt60 * SAMPLE_RATE_HZ)
-        t = np.arange(n) / SAMPLE_RATE_HZ
-        rir = (r.standard_normal(n) * np.exp(-6.9 * t / rt60)).astype(np.float32)
-        rir[0] = 1.0 / max(float(r.uniform(0.2, 1.0)), 1e-3)  # direct path vs room
-        y = fftconvolve(x, rir)[: len(x)]
-        x = (y / (np.abs(y).max() + 1e-9) * np.abs(x).max()).astype(np.float32)
-    if r.random() < 0.6:  # microphone-like EQ: smooth random gains over frequency (+-9 dB)
-        spec = np.fft.rfft(x)
-        f = np.linspace(0, 1, len(spec))
-        nodes = r.uniform(-9, 9, 6) * strength
-        gain_db = np.interp(f, np.linspace(0, 1, 6), nodes)
-        x = np.fft.irfft(spec * 10 ** (gain_db / 20), len(x)).astype(np.float32)
-    if r.random() < 0.5:  # band limits: 80..400 Hz high-pass, 3.2..7.6 kHz low-pass
-        lo = float(r.uniform(80, 400))
-        hi = float(r.uniform(3200, 7600))
-        sos = butter(4, [lo, hi], btype="band", fs=SAMPLE_RATE_HZ, output="sos")
-        x = sosfilt(sos, x).astype(np.float32)
-    if r.random() < 0.8:  # noise at 5..40 dB SNR
-        snr_db = float(r.uniform(40 - 35 * strength, 40))
-        sig = float(np.sqrt(np.mean(x**2)) + 1e-9)
-        nz = _noise(len(x), r)
-        x = x + nz * sig / (10 ** (snr_db / 20))
+    if channel > 0 and r.random() < channel:
+        from studio.neural.training.channel import realistic_channel
+
+        x = realistic_channel(x, r)
+    else:
+        if r.random() < 0.5 * strength + 0.2:  # reverb
+            rt60 = float(r.uniform(0.1, 0.3 + 0.5 * strength))
+            n = int(rt60 * SAMPLE_RATE_HZ)
+            t = np.arange(n) / SAMPLE_RATE_HZ
+            rir = (r.standard_normal(n) * np.exp(-6.9 * t / rt60)).astype(np.float32)
+            rir[0] = 1.0 / max(float(r.uniform(0.2, 1.0)), 1e-3)  # direct path vs room
+            y = fftconvolve(x, rir)[: len(x)]
+            x = (y / (np.abs(y).max() + 1e-9) * np.abs(x).max()).astype(np.float32)
+        if r.random() < 0.6:  # microphone-like EQ: smooth random gains over frequency (+-9 dB)
+            spec = np.fft.rfft(x)
+            f = np.linspace(0, 1, len(spec))
+            nodes = r.uniform(-9, 9, 6) * strength
+            gain_db = np.interp(f, np.linspace(0, 1, 6), nodes)
+            x = np.fft.irfft(spec * 10 ** (gain_db / 20), len(x)).astype(np.float32)
+        if r.random() < 0.5:  # band limits: 80..400 Hz high-pass, 3.2..7.6 kHz low-pass
+            lo = float(r.uniform(80, 400))
+            hi = float(r.uniform(3200, 7600))
+            sos = butter(4, [lo, hi], btype="band", fs=SAMPLE_RATE_HZ, output="sos")
+            x = sosfilt(sos, x).astype(np.float32)
+        if r.random() < 0.8:  # noise at 5..40 dB SNR
+            snr_db = float(r.uniform(40 - 35 * strength, 40))
+            sig = float(np.sqrt(np.mean(x**2)) + 1e-9)
+            nz = _noise(len(x), r)
+            x = x + nz * sig / (10 ** (snr_db / 20))
     gain_db = float(r.uniform(-24, 6))  # gain, with clipping when too hot
     peak = float(np.abs(x).max() + 1e-9)
     x = x / peak * 0.7 * 10 ** (gain_db / 20)
@@ -430,7 +416,7 @@ def _voice_minutes(voices: tuple[str, ...], minutes: float) -> dict[str, float]:
 
 def _make_voice(
     voice: str, minutes: float, copies: int, seed: int, out_dir: Path, labels: str = "aligned", tag: str = "",
-    vary_pitch: bool = False,
+    vary_pitch: bool = False, channel: float = 0.0,
 ) -> dict:
     """Synthesize ~``minutes`` of clean speech with ``voice``, augment ``copies`` times, write one shard (named after
     the voice, plus ``_tag`` when a tag is given: a second round of a voice with another seed sits beside the first).
@@ -484,7 +470,7 @@ def _make_voice(
             clean_s += len(clip.audio) / SAMPLE_RATE_HZ
             for c in range(copies):
                 strength = 0.0 if (c == 0 and copies > 2) else float(g.uniform(0.3, 1.0))
-                aug, scale = augment(clip.audio, g, strength)
+                aug, scale = augment(clip.audio, g, strength, channel)
                 phones = scale_phones(clip.phones, scale)
                 clean_scaled = _resample(clip.audio, 100, int(round(100 * scale))) if scale != 1.0 else clip.audio
                 mel, n = clip_features(aug)
@@ -509,10 +495,10 @@ def _make_voice(
     return info
 
 
-def _worker(args: tuple[str, float, int, int, str, str, str, bool]) -> dict:
-    voice, minutes, copies, seed, out, labels, tag, vary_pitch = args
+def _worker(args: tuple[str, float, int, int, str, str, str, bool, float]) -> dict:
+    voice, minutes, copies, seed, out, labels, tag, vary_pitch, channel = args
     logging.basicConfig(level=logging.INFO)
-    return _make_voice(voice, minutes, copies, seed, Path(out), labels, tag, vary_pitch)
+    return _make_voice(voice, minutes, copies, seed, Path(out), labels, tag, vary_pitch, channel)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -534,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tag", default="", help="suffix for the shard names (another round of the same voices with "
                    "another --seed, kept beside the first)")
     p.add_argument("--flite-pitch", action="store_true", help="Flite voices at random mean F0 and F0 spread")
+    p.add_argument("--channel", type=float, default=0.0, help="share of augmented copies that go through a realistic "
+                   "channel (room, microphone / phone line, music or noise bed, codec: studio.neural.training.channel) "
+                   "instead of the generic augmentation (0 = off, the recipe of the shipped weights)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -542,10 +531,11 @@ def main(argv: list[str] | None = None) -> int:
     train_v, val_v = {"base": (TRAIN_VOICES, VAL_VOICES), "kokoro": (KOKORO_TRAIN, KOKORO_VAL),
                       "flite": (FLITE_TRAIN, ())}[args.voices]
     labels = args.labels if args.voices == "base" else "aligned"
-    jobs = [(v, m, args.copies, args.seed, str(args.out / "train"), labels, args.tag, args.flite_pitch)
+    jobs = [(v, m, args.copies, args.seed, str(args.out / "train"), labels, args.tag, args.flite_pitch, args.channel)
             for v, m in _voice_minutes(train_v, args.minutes).items()]
     val = _voice_minutes(val_v, args.val_minutes)
-    jobs += [(v, m, 1, args.seed, str(args.out / "val"), labels, args.tag, args.flite_pitch) for v, m in val.items()]
+    jobs += [(v, m, 1, args.seed, str(args.out / "val"), labels, args.tag, args.flite_pitch, args.channel)
+             for v, m in val.items()]
     only = {v for v in args.only.split(",") if v}
     if unknown := only - {j[0] for j in jobs}:
         p.error(f"--only: not voices of --voices {args.voices}: {sorted(unknown)}")
@@ -571,7 +561,8 @@ def main(argv: list[str] | None = None) -> int:
             summary.setdefault("added", []).append({"voices": args.voices, "minutes": args.minutes,
                                                     "val_minutes": args.val_minutes, "copies": args.copies,
                                                     "seed": args.seed, "labels": labels, "only": sorted(only),
-                                                    "tag": args.tag, "flite_pitch": args.flite_pitch})
+                                                    "tag": args.tag, "flite_pitch": args.flite_pitch,
+                                                    "channel": args.channel})
         recipe.write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0

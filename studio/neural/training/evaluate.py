@@ -1,14 +1,17 @@
 """Neural engine vs the pocketsphinx engine on human speech the model never saw.
 
-Reference: pocketsphinx forced alignment of each clip's transcript (``resources/models/audio2motion/
-eval_transcripts.json``) -> viseme per 25 fps frame. Engines:
+Reference: pocketsphinx forced alignment of each clip's transcript -> viseme per 25 fps frame. Engines:
 - pocketsphinx: streaming phone recognition (``recognize_file_phones``) -> visemes, and ``mouth_track`` with the
   loudness envelope (exactly what ``render --audio --engine pocketsphinx`` animates);
 - neural: ``NeuralMotionEngine.motion`` -> viseme logits and mouth coefficients (with the engine's VAD gate unless
   ``--no-vad-gate``).
 Metrics per engine, over all clips' frames: viseme accuracy (all frames; speech frames only), lip closure on p/b/m
 (share of reference p/b/m frames with LIP_PART < 0.15, i.e. lips together), mean LIP_PART on p/b/m over that on open
-vowels.   ``python -m studio.neural.training.evaluate [--weights W] [--no-vad-gate] [--[no-]pbm-closure] [--json FILE]``
+vowels; the same per speaker and per voice group (f / m).
+Clips: ``studio.neural.training.humans`` (about 19 minutes by five sources, eight voices), in a validation split (for
+choosing) and a test split (reported once for the weights that ship).
+``python -m studio.neural.training.evaluate [--split validation|test|both] [--weights W] [--no-vad-gate]
+[--[no-]pbm-closure] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -56,7 +59,11 @@ def reference_phones(
     from studio.errors import SpeechError
 
     if isinstance(text, str):
-        return align(audio, rate, text), [(0.0, len(audio) / rate)]
+        try:
+            return align(audio, rate, text), [(0.0, len(audio) / rate)]
+        except SpeechError:
+            log.warning("clip (%s) does not align: not scored", text[:60])
+            return [], []
     out: list[PhonemeTiming] = []
     spans = []
     for a_s, b_s, piece in text:
@@ -94,8 +101,23 @@ def frame_classes(phones: list[PhonemeTiming], n: int) -> np.ndarray:
     return out
 
 
-def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = None, dump: Path | None = None,
+def _scores(vis: np.ndarray, part: np.ndarray, ref: np.ndarray, cls: np.ndarray) -> dict:
+    speech = ref != int(Viseme.SIL)
+    pbm = ref == int(Viseme.PBM)
+    open_ = cls == int(PhoneClass.OPEN)
+    return {
+        "viseme_acc": float((vis == ref).mean()),
+        "viseme_acc_speech": float((vis[speech] == ref[speech]).mean()) if speech.any() else None,
+        "pbm_closure": float((part[pbm] < CLOSED_PART).mean()) if pbm.any() else None,
+        "pbm_viseme_recall": float((vis[pbm] == int(Viseme.PBM)).mean()) if pbm.any() else None,
+        "part_pbm_over_open": float(part[pbm].mean() / max(part[open_].mean(), 1e-9))
+        if pbm.any() and open_.any() else None,
+    }
+
+
+def evaluate(clips: list, weights: Path | None = None, dump: Path | None = None,
              vad_gate: bool = True, pbm_closure: bool | None = None) -> dict:
+    """Score both engines on ``clips`` (``HumanClip``s, or (key, path, text) triples)."""
     from studio.audio.recognizer import recognize_file_phones
     from studio.neural.training.data import MOUTH_IDX, frame_visemes
     from studio.neural.engine import NeuralMotionEngine
@@ -113,8 +135,10 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
     settings = replace(NeuralSettings(), **overrides)
     eng = NeuralMotionEngine(settings)
     acc: dict[str, dict[str, list]] = {e: {"vis": [], "part": []} for e in ("pocketsphinx", "neural")}
-    refs, classes, per_clip = [], [], {}
-    for key, path, text in clips:
+    refs, classes, per_clip, speakers, probs = [], [], {}, [], []
+    for clip in clips:
+        key, path, text = (clip.key, clip.path, clip.text) if hasattr(clip, "key") else clip
+        speaker = getattr(clip, "speaker", key.split(":")[0])
         audio, rate = load_audio_file(path)
         n = -(-len(audio) // 640)
         ref_ph, spans = reference_phones(audio, rate, text)
@@ -129,39 +153,89 @@ def evaluate(clips: list[tuple[str, Path, str | list]], weights: Path | None = N
         ps_vis = frame_visemes(ps_ph, n).astype(np.int64)
         ps_part = mouth_track(ps_ph, FPS, n, loudness=loud)[:, MOUTH_IDX][:, 1]
         nm = eng.motion(audio)
-        nn_vis, nn_part = nm.visemes[:n], nm.mouth[:n, 1]
+        nn_vis, nn_part, nn_probs = nm.visemes[:n], nm.mouth[:n, 1], nm.viseme_probs[:n]
         n = int(scored.sum())
-        ref, cls, ps_vis, ps_part, nn_vis, nn_part = (
-            x[:len(scored)][scored] for x in (ref, cls, ps_vis, ps_part, nn_vis, nn_part))
+        ref, cls, ps_vis, ps_part, nn_vis, nn_part, nn_probs = (
+            x[:len(scored)][scored] for x in (ref, cls, ps_vis, ps_part, nn_vis, nn_part, nn_probs))
+        probs.append(nn_probs)
         acc["pocketsphinx"]["vis"].append(ps_vis)
         acc["pocketsphinx"]["part"].append(ps_part)
         acc["neural"]["vis"].append(nn_vis)
         acc["neural"]["part"].append(nn_part)
         refs.append(ref)
         classes.append(cls)
-        per_clip[key] = {"seconds": len(audio) / rate, "frames_scored": n,
-                         "viseme_acc_pocketsphinx": float((ps_vis == ref).mean()),
-                         "viseme_acc_neural": float((nn_vis == ref).mean())}
+        speakers += [speaker] * len(ref)
+        per_clip[key] = {"speaker": speaker, "seconds": len(audio) / rate, "frames_scored": n,
+                         "viseme_acc_pocketsphinx": float((ps_vis == ref).mean()) if n else None,
+                         "viseme_acc_neural": float((nn_vis == ref).mean()) if n else None}
     ref_all, cls_all = np.concatenate(refs), np.concatenate(classes)
     if dump is not None:  # the scored frames, for a confusion matrix or a second look
-        np.savez_compressed(dump, ref=ref_all, cls=cls_all, **{f"{e}_{k}": np.concatenate(v) for e, d in acc.items()
-                                                             for k, v in d.items()})
-    speech = ref_all != int(Viseme.SIL)
-    pbm = ref_all == int(Viseme.PBM)
-    open_ = cls_all == int(PhoneClass.OPEN)
+        np.savez_compressed(dump, ref=ref_all, cls=cls_all, speaker=np.asarray(speakers),
+                            clip_frames=np.array([len(r) for r in refs]), neural_probs=np.concatenate(probs),
+                            **{f"{e}_{k}": np.concatenate(v) for e, d in acc.items() for k, v in d.items()})
+    speaker_all = np.asarray(speakers)
     res: dict = {"neural_vad_gate": vad_gate, "neural_pbm_closure": settings.pbm_closure,
-                 "clips": [c[0] for c in clips], "frames": int(len(ref_all)), "speech_frames": int(speech.sum()),
-                 "pbm_frames": int(pbm.sum()), "open_vowel_frames": int(open_.sum()), "per_clip": per_clip}
-    for e, d in acc.items():
-        vis, part = np.concatenate(d["vis"]), np.concatenate(d["part"])
-        res[e] = {
-            "viseme_acc": float((vis == ref_all).mean()),
-            "viseme_acc_speech": float((vis[speech] == ref_all[speech]).mean()),
-            "pbm_closure": float((part[pbm] < CLOSED_PART).mean()) if pbm.any() else None,
-            "pbm_viseme_recall": float((vis[pbm] == int(Viseme.PBM)).mean()) if pbm.any() else None,
-            "part_pbm_over_open": float(part[pbm].mean() / max(part[open_].mean(), 1e-9)) if pbm.any() else None,
-        }
+                 "clips": len(per_clip), "seconds_scored": len(ref_all) / FPS, "frames": int(len(ref_all)),
+                 "speech_frames": int((ref_all != int(Viseme.SIL)).sum()),
+                 "pbm_frames": int((ref_all == int(Viseme.PBM)).sum()),
+                 "open_vowel_frames": int((cls_all == int(PhoneClass.OPEN)).sum()), "per_clip": per_clip}
+    groups = {"all": np.ones(len(ref_all), bool)}
+    for name in sorted(set(speakers)):
+        groups[f"speaker {name}"] = speaker_all == name
+    for tag in ("(f)", "(m)"):
+        groups[f"voices {tag}"] = np.char.endswith(speaker_all.astype(str), tag)
+    engines = {e: (np.concatenate(d["vis"]), np.concatenate(d["part"])) for e, d in acc.items()}
+    for e, (vis, part) in engines.items():
+        res[e] = _scores(vis, part, ref_all, cls_all)
+    res["groups"] = {g: {"frames": int(m.sum()), "pbm_frames": int((ref_all[m] == int(Viseme.PBM)).sum()),
+                         **{e: _scores(vis[m], part[m], ref_all[m], cls_all[m]) for e, (vis, part) in engines.items()}}
+                     for g, m in groups.items() if m.any()}
     return res
+
+
+PBM_TAUS = (None, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1)  # None: the viseme head's argmax alone (the shipped setting)
+PBM_HOLDS = (0, 1, 2)
+
+
+def close_lips(part: np.ndarray, vis: np.ndarray, probs: np.ndarray, clip_frames: np.ndarray, tau: float | None,
+               hold: int) -> np.ndarray:
+    """LIP_PART with the engine's p/b/m closure applied to frames of an engine run without it: closed where the
+    viseme is p/b/m or P(p/b/m) >= ``tau``, and for ``hold`` frames after (per clip, as ``MotionSession`` does)."""
+    out = part.copy()
+    start = 0
+    for n in clip_frames:
+        trig = vis[start:start + n] == int(Viseme.PBM)
+        if tau is not None:
+            trig = trig | (probs[start:start + n, int(Viseme.PBM)] >= tau)
+        left = 0
+        for i in range(n):
+            if trig[i]:
+                left = hold
+                out[start + i] = 0.0
+            elif left > 0:
+                left -= 1
+                out[start + i] = 0.0
+        start += n
+    return out
+
+
+def closure_sweep(dump: Path) -> list[dict]:
+    """Every (tau, hold) candidate of the p/b/m decoding rule (metrics.json experiments_session10) scored on a dump of
+    ``evaluate --no-pbm-closure --dump``: p/b/m closure, closure on other speech frames and on open vowels."""
+    z = np.load(dump)
+    ref, cls = z["ref"], z["cls"]
+    pbm = ref == int(Viseme.PBM)
+    other = (ref != int(Viseme.SIL)) & ~pbm
+    open_ = cls == int(PhoneClass.OPEN)
+    rows = []
+    for tau in PBM_TAUS:
+        for hold in PBM_HOLDS:
+            part = close_lips(z["neural_part"], z["neural_vis"], z["neural_probs"], z["clip_frames"], tau, hold)
+            rows.append({"tau": tau, "hold": hold, "pbm_closure": float((part[pbm] < CLOSED_PART).mean()),
+                         "closed_other_speech": float((part[other] < CLOSED_PART).mean()),
+                         "closed_open_vowels": float((part[open_] < CLOSED_PART).mean()),
+                         "part_pbm_over_open": float(part[pbm].mean() / max(part[open_].mean(), 1e-9))})
+    return rows
 
 
 def held_out_frames(folder: Path, prefix: str = "", weights: Path | None = None,
@@ -197,7 +271,11 @@ def held_out_frames(folder: Path, prefix: str = "", weights: Path | None = None,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--split", choices=["validation", "test", "both"], default="validation",
+                   help="validation (default; for choosing), test (report once, for the weights that ship) or both")
     p.add_argument("--json", type=Path)
+    p.add_argument("--sweep", type=Path, metavar="DUMP", help="no engine run: score the p/b/m closure candidates on a "
+                   "dump written by --no-pbm-closure --dump")
     p.add_argument("--weights", type=Path, help="default: the shipped weights")
     p.add_argument("--dump", type=Path, help="also save the scored frames (reference, both engines) as .npz")
     p.add_argument("--no-vad-gate", action="store_true", help="the neural engine without its VAD gate")
@@ -205,7 +283,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="close the lips where the viseme head says p/b/m (default: the engine's setting)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    r = evaluate(load_clips(), args.weights, args.dump, vad_gate=not args.no_vad_gate, pbm_closure=args.pbm_closure)
+    if args.sweep:
+        rows = closure_sweep(args.sweep)
+        print(json.dumps(rows, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+        return 0
+    from studio.neural.training.humans import SPLIT_RULE, human_clips
+
+    splits = ["validation", "test"] if args.split == "both" else [args.split]
+    r: dict = {"split_rule": SPLIT_RULE, "weights": str(args.weights or "shipped")}
+    for split in splits:
+        dump = args.dump.with_name(f"{args.dump.stem}_{split}{args.dump.suffix}") if args.dump else None
+        r[split] = evaluate(human_clips(split), args.weights, dump, vad_gate=not args.no_vad_gate,
+                            pbm_closure=args.pbm_closure)
     text = json.dumps(r, indent=1)
     print(text)
     if args.json:

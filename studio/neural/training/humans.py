@@ -27,9 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from studio.neural.settings import MODEL_DIR
-
-TRANSCRIPTS = MODEL_DIR / "eval_transcripts.json"
+from studio.neural.settings import EVAL_TRANSCRIPTS as TRANSCRIPTS
 ALSA_DIR = Path("/usr/share/sounds/alsa")
 ASTERISK_DIR = Path("/usr/share/asterisk/sounds/en_US_f_Allison")
 ASTERISK_TEXT = Path("/usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.gz")
@@ -71,7 +69,7 @@ def _moonshine_dir() -> Path | None:
 
 def _spoken(text: str) -> str:
     """A prompt's text as the words said: keys and digits spelled out, stage directions and punctuation dropped."""
-    from studio.neural.training.data import spoken_numbers
+    from studio.neural.training.text import spoken_numbers
 
     text = re.sub(r"\[[^\]]*\]|\([^)]*\)", " ", text)
     text = text.replace("*", " star ").replace("#", " pound ").replace("&", " and ").replace("%", " percent ")
