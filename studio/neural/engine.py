@@ -15,8 +15,9 @@ back as its previous frame. Why: on the human clips most silence frames the mode
 phrase ends, where Silero (trained on real voices) already hears silence. It uses only audio the frame's output may
 depend on anyway (up to 75 ms after its centre), so it adds no latency.
 
-p/b/m closure (``NeuralSettings.pbm_closure``, on by default): a frame whose viseme is p/b/m comes out with the lips
-together (LIP_PART 0); the model is still fed back its own coefficients, so the visemes do not change. Why: the
+p/b/m closure (``NeuralSettings.pbm_closure``, on by default): a frame whose viseme is p/b/m, or whose p/b/m
+probability reaches ``NeuralSettings.pbm_threshold``, comes out with the lips together (LIP_PART 0); the model is still
+fed back its own coefficients, so the visemes do not change. Why: the
 shipped weights are an ensemble (``Audio2MotionEnsemble``), whose mean mouth seldom closes fully unless every member
 does, while its visemes are the more accurate signal (metrics.json, experiments_session8).
 """
@@ -244,6 +245,7 @@ class MotionSession:
         self._vad_base = 0
         self.frames_gated = 0  # frames the VAD gate put to rest
         self._close_pbm = engine.settings.pbm_closure
+        self._pbm_threshold = engine.settings.pbm_threshold
         self.last_probs = np.zeros((0, 16), np.float32)  # viseme probabilities of the frames the last call returned
 
     @property
@@ -310,13 +312,13 @@ class MotionSession:
             else:
                 self._prev = np.asarray(y, np.float32).reshape(-1)
                 vis.append(int(np.argmax(lg)))
-            if self._close_pbm and vis[-1] == _PBM:
+            e = np.exp(lg - lg.max())
+            probs.append(e / e.sum())
+            if self._close_pbm and (vis[-1] == _PBM or 0 < self._pbm_threshold <= probs[-1][_PBM]):
                 mouth.append(self._prev.copy())
                 mouth[-1][_PART] = 0.0  # lips together; the model still goes on from its own coefficients
             else:
                 mouth.append(self._prev)
-            e = np.exp(lg - lg.max())
-            probs.append(e / e.sum())
             self._frames_out += 1
         drop = MEL_FRONT_PAD + self._mpf * self._frames_out - self._enc_base
         if drop > 0:

@@ -38,3 +38,8 @@ class NeuralSettings:
         default=True,
         metadata={"label": "Close the lips on frames the viseme head calls p/b/m"},
     )
+    pbm_threshold: float = field(
+        default=0.0,
+        metadata={"label": "Also close them where P(p/b/m) reaches this (0 = only where p/b/m is the top viseme)",
+                  "min": 0.0, "max": 1.0},
+    )

@@ -227,3 +227,24 @@ def test_pbm_closure_closes_the_lips_on_pbm_frames_only_and_leaves_the_model_alo
     assert np.all(on.mouth[pbm, 1] == 0.0) and np.all(off.mouth[pbm, 1] > 0.0)
     assert np.array_equal(on.mouth[~pbm], off.mouth[~pbm])
     assert np.array_equal(np.delete(on.mouth, 1, axis=1), np.delete(off.mouth, 1, axis=1))
+
+
+def test_pbm_threshold_closes_where_pbm_is_likely_as_the_evaluation_simulates_it() -> None:
+    """With ``pbm_threshold`` the lips also close where P(p/b/m) reaches it; the engine gives exactly what
+    ``evaluate.close_lips`` makes of a run without closure (the sweep that chose the threshold scored that)."""
+    from dataclasses import replace
+
+    from studio.neural.training.evaluate import close_lips
+    from studio.speech.visemes import Viseme
+
+    m, k = _tiny(), int(Viseme.PBM)
+    base = NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0, vad_gate=False, pbm_closure=False)
+    audio = (0.1 * np.random.default_rng(9).standard_normal(16000 * 2)).astype(np.float32)
+    off = NeuralMotionEngine(base, model=m).motion(audio)
+    tau = float(np.quantile(off.viseme_probs[:, k], 0.7))  # about 30 % of the frames reach it
+    on = NeuralMotionEngine(replace(base, pbm_closure=True, pbm_threshold=tau), model=m).motion(audio)
+    likely = off.viseme_probs[:, k] >= tau
+    assert 0 < likely.sum() < len(likely) and np.all(on.mouth[likely, 1] == 0.0)
+    expected = close_lips(off.mouth[:, 1], off.visemes, off.viseme_probs, np.array([len(off.visemes)]), tau, 0)
+    assert np.array_equal(on.mouth[:, 1], expected)
+    assert np.array_equal(on.visemes, off.visemes)
