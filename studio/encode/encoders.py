@@ -241,6 +241,10 @@ class StreamEncoder:
             ctx.gop_size = max(1, round(s.keyframe_interval_s * self.fps))
             ctx.max_b_frames = 0  # live: presentation order = decode order, no reordering delay
             ctx.bit_rate = s.video_bitrate_kbps * 1000
+            # BT.709, limited range, written into the SPS: what the GPU conversion (studio.encode.colour) makes and
+            # what the CPU path asks swscale for, so that players show the same colours either way
+            ctx.colorspace = ctx.color_primaries = ctx.color_trc = 1  # AVCOL_SPC / PRI / TRC_BT709
+            ctx.color_range = 1  # AVCOL_RANGE_MPEG (16..235)
             if kind is VideoEncoderKind.X264:
                 ctx.thread_count = s.encoder_threads
                 # vbv: a bounded bitrate that receivers and network links can follow
@@ -293,7 +297,8 @@ class StreamEncoder:
             self._video = self._open_video(self._pix_fmt)
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(picture), format=pix)
         if pix != self._pix_fmt:
-            frame = frame.reformat(format=self._pix_fmt)  # swscale on this thread (the CPU path)
+            # swscale on this thread (the CPU path); its default matrix is BT.601: ask for BT.709
+            frame = frame.reformat(format=self._pix_fmt, dst_colorspace="ITU709")
         frame.pts = index
         frame.time_base = self.video_time_base
         if keyframe:

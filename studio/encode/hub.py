@@ -305,21 +305,28 @@ class EncodeHub:
                 audio, a_start = audio[cut:], a_start + cut
             if len(audio):
                 self._audio_in_end = a_start + len(audio)
-            taken = []
+            audio = np.array(audio, np.float32)  # a copy: the core may reuse its buffers once write() returns
+            taken: list[int] = []
             for j in keep:
-                if self.block:
+                if self._queued_frames >= self.queue_frames:
+                    if not self.block:
+                        self.dropped += 1  # the slot repeats the previous picture
+                        continue
+                    if taken:  # hand over what fits, so that the encoder makes room for the rest
+                        self._put(batch, pics, pix, cap, taken, a_start, audio)
+                        taken, audio = [], audio[:0]
                     while self._queued_frames >= self.queue_frames and not self._closing:
                         self._cond.wait(0.1)
-                elif self._queued_frames >= self.queue_frames:
-                    self.dropped += 1  # the slot repeats the previous picture
-                    continue
                 taken.append(j)
                 self._queued_frames += 1
-            if not taken and not len(audio):
-                return
-            # fancy indexing copies: the core may reuse its buffers once write() returns
-            self._q.append((batch.slots[taken], pics[taken], pix, cap[taken], a_start, np.array(audio, np.float32)))
-            self._cond.notify_all()
+            if taken or len(audio):
+                self._put(batch, pics, pix, cap, taken, a_start, audio)
+
+    def _put(self, batch: ProgramBatch, pics: np.ndarray, pix: str, cap: np.ndarray, taken: list[int],
+             a_start: int, audio: np.ndarray) -> None:
+        """Queue pictures ``taken`` of ``batch`` (fancy indexing copies them) and the audio (the lock is held)."""
+        self._q.append((batch.slots[taken], pics[taken], pix, cap[taken], a_start, audio))
+        self._cond.notify_all()
 
     @staticmethod
     def _capture_stamps(batch: ProgramBatch) -> np.ndarray:

@@ -184,3 +184,47 @@ def test_a_full_live_hub_drops_and_counts_but_never_blocks() -> None:
 def test_settings_refuse_nonsense(bad: dict) -> None:
     with pytest.raises(ValueError):
         StreamEncodeSettings(**bad)
+
+
+def _decode_annexb(packets: list[EncodedPacket]) -> np.ndarray:
+    import av
+
+    ctx = av.CodecContext.create("h264", "r")
+    frames = []
+    for p in packets:
+        frames += ctx.decode(av.Packet(p.data))
+    frames += ctx.decode(None)
+    return frames[-1].to_ndarray(format="rgb24", dst_colorspace="ITU709").astype(int)
+
+
+def test_cpu_and_gpu_colour_paths_show_the_same_colours() -> None:
+    """RGB converted by swscale (the CPU path) and I420 converted by studio.encode.colour (the GPU path, run here on
+    the CPU) decode to the same picture: both BT.709, as the stream's SPS says."""
+    import torch
+
+    from studio.encode.colour import rgb_to_i420
+
+    h, w = 96, 160
+    rgb = np.zeros((h, w, 3), np.uint8)
+    for i, colour in enumerate([(255, 0, 0), (0, 255, 0), (0, 0, 255), (240, 200, 40), (30, 30, 30)]):
+        rgb[:, i * 32:(i + 1) * 32] = colour  # blocks aligned to the 2 x 2 chroma grid
+    i420 = rgb_to_i420(torch.from_numpy(rgb).permute(2, 0, 1)[None].float())[0].numpy()
+    a = StreamEncoder(w, h, 25.0, 48_000, StreamEncodeSettings(video_bitrate_kbps=4000))
+    b = StreamEncoder(w, h, 25.0, 48_000, StreamEncodeSettings(video_bitrate_kbps=4000))
+    via_rgb = _decode_annexb(sum((a.encode_picture(rgb, "rgb24", i) for i in range(3)), []) + a.flush())
+    via_yuv = _decode_annexb(sum((b.encode_picture(i420, "yuv420p", i) for i in range(3)), []) + b.flush())
+    inner = (slice(8, -8), slice(None))
+    for i in range(5):
+        block = (inner[0], slice(i * 32 + 6, (i + 1) * 32 - 6))
+        assert np.abs(via_rgb[block].mean((0, 1)) - rgb[block].mean((0, 1))).max() < 6
+        assert np.abs(via_yuv[block].mean((0, 1)) - via_rgb[block].mean((0, 1))).max() < 4
+
+
+def test_a_blocking_batch_larger_than_the_queue_goes_through() -> None:
+    hub = EncodeHub(FMT, block=True, queue_frames=3)
+    sink = RecordingSink()
+    hub.add_sink(sink)
+    hub.submit(batch(0, 10))  # more pictures than the queue holds: handed over in parts, none dropped
+    hub.close()
+    assert hub.frames == 10 and hub.dropped == 0
+    assert [p.pts for p in sink.video()] == list(range(10))
