@@ -211,8 +211,8 @@ def test_cpu_and_gpu_colour_paths_show_the_same_colours() -> None:
     i420 = rgb_to_i420(torch.from_numpy(rgb).permute(2, 0, 1)[None].float())[0].numpy()
     a = StreamEncoder(w, h, 25.0, 48_000, StreamEncodeSettings(video_bitrate_kbps=4000))
     b = StreamEncoder(w, h, 25.0, 48_000, StreamEncodeSettings(video_bitrate_kbps=4000))
-    via_rgb = _decode_annexb(sum((a.encode_picture(rgb, "rgb24", i) for i in range(3)), []) + a.flush())
-    via_yuv = _decode_annexb(sum((b.encode_picture(i420, "yuv420p", i) for i in range(3)), []) + b.flush())
+    via_rgb = _decode_annexb([p for i in range(3) for p in a.encode_picture(rgb, "rgb24", i)] + a.flush())
+    via_yuv = _decode_annexb([p for i in range(3) for p in b.encode_picture(i420, "yuv420p", i)] + b.flush())
     inner = (slice(8, -8), slice(None))
     for i in range(5):
         block = (inner[0], slice(i * 32 + 6, (i + 1) * 32 - 6))
