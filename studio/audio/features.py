@@ -47,6 +47,36 @@ def mel_filterbank() -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1)
+def _mel_bands() -> tuple[np.ndarray, np.ndarray]:
+    """The filterbank as bands of one width W: filter i reads the W consecutive bins ``idx[i]`` that cover its
+    support, with the weights ``w[i]`` (zero outside it). Both N_MELS x W."""
+    fb = mel_filterbank()
+    support = [np.flatnonzero(row) for row in fb]
+    width = max(int(z[-1] - z[0] + 1) for z in support)
+    lo = np.array([min(int(z[0]), fb.shape[1] - width) for z in support])
+    idx = lo[:, None] + np.arange(width)[None, :]
+    return idx, np.take_along_axis(fb, idx, axis=1)
+
+
+def _mel_energies(spec: np.ndarray, block: int = 4096) -> np.ndarray:
+    """n x (N_FFT/2+1) float32 power spectra -> n x N_MELS mel energies, each frame's sum in one fixed order (its W
+    band products added in a fixed tree of elementwise additions), so a frame's value does not depend on what else
+    is in the batch. A matrix product's does: BLAS picks its kernel and summation order by the batch's shape, and a
+    stream fed in small chunks differed from the whole file in the last bit (then beyond it, through the model's
+    INT8 cache: tests/unit/test_neural_model.py under OPENBLAS_CORETYPE=Haswell)."""
+    idx, w = _mel_bands()
+    out = np.empty((len(spec), N_MELS), np.float32)
+    for a in range(0, len(spec), block):
+        p = spec[a:a + block][:, idx] * w  # b x N_MELS x W products
+        while p.shape[-1] > 1:  # pairs, then pairs of pairs: the same tree for every frame
+            h = p.shape[-1] // 2
+            q = p[..., :h] + p[..., h:2 * h]
+            p = np.concatenate([q, p[..., 2 * h:]], axis=-1) if p.shape[-1] % 2 else q
+        out[a:a + block] = p[..., 0]
+    return out
+
+
+@functools.lru_cache(maxsize=1)
 def _window() -> np.ndarray:
     return np.hanning(WIN + 2)[1:-1].astype(np.float32)
 
@@ -65,7 +95,7 @@ def log_mel(audio: np.ndarray) -> np.ndarray:
     idx = np.arange(WIN)[None, :] + HOP * np.arange(n)[:, None]  # n x WIN
     frames = x[idx] * _window()[None, :]
     spec = np.abs(np.fft.rfft(frames, n=N_FFT, axis=1)) ** 2  # n x (N_FFT/2+1)
-    mel = spec.astype(np.float32) @ mel_filterbank().T
+    mel = _mel_energies(spec.astype(np.float32))
     return np.log(np.maximum(mel, LOG_FLOOR)).astype(np.float32)
 
 
