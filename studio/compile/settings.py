@@ -12,8 +12,10 @@ INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no
 INT8_METHODS = ("dynamic", "static")
 
 # The lowest PSNR (dB, peak = the reference output's range) an engine of each precision must reach against eager
-# output on the verification inputs. FP32 engines reorder float arithmetic only; the rest trade accuracy for speed.
-MIN_PSNR_DB = {"fp32": 50.0, "fp16": 35.0, "bf16": 30.0, "fp8": 25.0, "int8": 25.0}
+# output on the verification inputs. FP32 engines reorder float arithmetic only; the rest trade accuracy for speed,
+# down to 30 dB (below it the difference shows: the built-in renderer with every tensor statically quantized to INT8
+# measured 27.6 dB, its warp coordinates a pixel off; with INT8 weights only, 44.8 dB).
+MIN_PSNR_DB = {"fp32": 50.0, "fp16": 35.0, "bf16": 30.0, "fp8": 30.0, "int8": 30.0}
 
 
 @dataclass(frozen=True)
