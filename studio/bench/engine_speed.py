@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -169,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"command": " ".join(sys.argv), "torch": torch.__version__,
+            json.dump({"command": " ".join(sys.argv), "torch": torch.__version__, "cpu_count": os.cpu_count(),
+                       "load_avg_1m": round(os.getloadavg()[0], 2),
                        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "", "rows": rows}, f,
                       indent=1)
     return 0

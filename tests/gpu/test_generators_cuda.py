@@ -64,8 +64,8 @@ def test_wan_window_gives_81_frames():
 
 def test_wan_14b_twin_fits_or_says_so():
     free, _ = torch.cuda.mem_get_info()
-    if free < 60 * 2 ** 30:
-        pytest.skip(f"the 14 B twin needs about 60 GiB free; {free / 2 ** 30:.0f} GiB here")
+    if free < 50 * 2 ** 30:
+        pytest.skip(f"the 14 B twin needs about 50 GiB free (37 GB of bf16 weights); {free / 2 ** 30:.0f} GiB here")
     gen = _open("wan2.1-14b", 288, batch=81)
     h = 288 // 8
     x = torch.randn((2, 36, 21, h, h), device="cuda", dtype=torch.bfloat16)
