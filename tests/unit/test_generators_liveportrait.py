@@ -114,7 +114,11 @@ def test_ditto_round_trip(tmp_path):
     feats = torch.randn(3, 1, 1024)
     a, b = twin.generate(motion(3), feats), loaded.generate(motion(3), feats)
     assert a.shape == (3, 3, 64, 64) and torch.equal(a, b)
-    (tmp_path / dt.FILES["lmdm"]).unlink()
+    lmdm = twin.nets.lmdm.state_dict()
+    lmdm["final_layer.weight"] = torch.zeros(264, 32)
+    torch.save({"model_state_dict": lmdm}, tmp_path / dt.FILES["lmdm"])
+    with pytest.raises(ModelLoadError, match=r"lmdm_v0.4_hubert.pth: key 'final_layer.weight' has shape \(264, 32\)"):
+        dt.DittoGenerator(**kw).open(anchor, GeneratorSettings(**SETTINGS, weights_dir=tmp_path))
     torch.save({"state_dict": {}}, tmp_path / dt.FILES["lmdm"])
     with pytest.raises(ModelLoadError, match="lmdm_v0.4_hubert.pth has no 'model_state_dict' entry"):
         dt.DittoGenerator(**kw).open(anchor, GeneratorSettings(**SETTINGS, weights_dir=tmp_path))

@@ -49,6 +49,11 @@ def test_dit_loader_round_trip_and_errors(tmp_path):
         a, b = dit(x, t, ctx, audio), loaded(x, t, ctx, audio)
     assert a.shape == (1, 16, 2, 8, 8) and torch.equal(a, b)
     state = dit.state_dict()
+    state["head.head.weight"] = torch.zeros(32, 64)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / wd.DIT_WEIGHTS))
+    with pytest.raises(ModelLoadError, match=r"key 'head.head.weight' has shape \(32, 64\), expected \(64, 64\)"):
+        wd.load_dit(tmp_path, SMALL, "EchoMimicV3")
+    state = dit.state_dict()
     del state["blocks.1.cross_attn.norm_k_audio.weight"]
     save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / wd.DIT_WEIGHTS))
     with pytest.raises(ModelLoadError, match="missing key 'blocks.1.cross_attn.norm_k_audio.weight'") as e:
