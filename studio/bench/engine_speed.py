@@ -50,7 +50,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(name: str, size_px: int, device: str, precision: str, batch: int, repeats: int) -> dict:
+def measure(name: str, size_px: int, device: str, precision: str, batch: int, repeats: int, warmup: int = 2) -> dict:
     gen = GENERATORS.create(name)
     info = gen.info
     dev = torch.device(device)
@@ -66,18 +66,18 @@ def measure(name: str, size_px: int, device: str, precision: str, batch: int, re
     feats = None if info.audio is None else torch.randn((b, *info.audio.shape_per_frame), device=dev)
     times = []
     with torch.inference_mode():
-        for i in range(repeats + 2):  # two warm-up calls
+        for i in range(repeats + warmup):
             _sync(dev)
             t = time.perf_counter()
             out = gen.generate(coeffs, feats)
             _sync(dev)
-            if i >= 2:
+            if i >= warmup:
                 times.append((time.perf_counter() - t) * 1e3)
     row = {"engine": name, "label": gen.label, "device": device, "precision": precision, "size_px": size_px,
            "native_px": info.native_px, "frames_per_call": b, "open_s": round(open_s, 2),
            "ms_per_call_median": round(statistics.median(times), 3),
            "ms_per_frame_median": round(statistics.median(times) / b, 3),
-           "ms_per_frame_min": round(min(times) / b, 3), "repeats": repeats,
+           "ms_per_frame_min": round(min(times) / b, 3), "repeats": repeats, "warmup": warmup,
            "out_shape": list(out.shape)}
     if dev.type == "cuda":
         row["gpu_peak_gib"] = round(torch.cuda.max_memory_allocated(dev) / 2 ** 30, 2)
@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", nargs="+", default=["native"])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2, help="untimed calls first (a DiT call is a whole window)")
     p.add_argument("--encoders", action="store_true", help="also time each audio encoder per window")
     p.add_argument("--json")
     a = p.parse_args(argv)
@@ -158,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                 sizes.append(px)
         for px in sizes:
             try:
-                row = measure(name, px, a.device, a.precision, 1 if a.device == "cpu" else a.batch, a.repeats)
+                row = measure(name, px, a.device, a.precision, 1 if a.device == "cpu" else a.batch, a.repeats,
+                              a.warmup)
             except torch.cuda.OutOfMemoryError as exc:
                 row = {"engine": name, "size_px": px, "skipped": f"out of GPU memory ({exc.__class__.__name__})"}
             rows.append(row)
