@@ -73,7 +73,7 @@ def measure(name: str, size_px: int, device: str, precision: str, batch: int, re
             _sync(dev)
             if i >= warmup:
                 times.append((time.perf_counter() - t) * 1e3)
-    row = {"engine": name, "label": gen.label, "device": device, "precision": precision, "size_px": size_px,
+    row = {"engine": name, "label": gen.label, "device": device, "dtype": str(gen.dtype), "size_px": size_px,
            "native_px": info.native_px, "frames_per_call": b, "open_s": round(open_s, 2),
            "ms_per_call_median": round(statistics.median(times), 3),
            "ms_per_frame_median": round(statistics.median(times) / b, 3),
