@@ -418,6 +418,15 @@ class StudioRuntime:
             core.pool.close()
 
     def _poll_core(self) -> None:
+        rec, core = self._recorder, self._core
+        why = next((w for o, w in list(core.failed_outputs) if o is rec), None) if core and rec else None
+        if why is not None:  # the core took the recorder out of the program: the producer hears now, not at stop
+            self._recorder = None
+            try:
+                rec.close()  # keeps what was written where the encoder still can
+            except Exception as exc:  # the error that failed it, again
+                log.info("closing the failed recording: %s", exc)
+            self._emit(cmd.RecordingFailed(why))
         t = self._core_thread
         if t is None or t.is_alive():
             if self._restart_at and time.monotonic() >= self._restart_at:
