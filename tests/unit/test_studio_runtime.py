@@ -232,3 +232,33 @@ def test_a_failing_stage_restarts_the_core_and_the_studio_goes_on() -> None:
         r.wait(lambda: flaky.seen > seen + 3 and r.runtime.latest_frame() is not None)  # frames come again
         assert r.runtime.core is restarted and r.runtime.telemetry().state is RuntimeState.IDLE
     assert len(r.of(cmd.Error)) == 1  # one failure, one restart
+
+
+def test_a_recording_that_fails_on_air_is_reported_while_the_show_goes_on(tmp_path: Path, monkeypatch) -> None:
+    """The recorder raising (a full disk) takes it out of the program: the producer hears about it at once, not when
+    pressing stop, and the presenter keeps going."""
+    from studio.encode.recorder import RecorderOutput
+    from studio.errors import EncoderError
+
+    writes = {"n": 0}
+    real_write = RecorderOutput.write
+
+    def failing_write(self, batch):
+        writes["n"] += 1
+        if writes["n"] > 3:
+            raise EncoderError("The disk is full: free some space and record again.")
+        real_write(self, batch)
+
+    monkeypatch.setattr(RecorderOutput, "write", failing_write)
+    with _Running(_settings()) as r:
+        r.runtime.submit(cmd.LoadAnchor(None))
+        r.wait(lambda: r.of(cmd.AnchorLoaded))
+        r.runtime.submit(cmd.StartRecording(tmp_path))
+        r.wait(lambda: r.of(cmd.RecordingStarted))
+        failed = r.wait(lambda: r.of(cmd.RecordingFailed), 60)
+        core = r.runtime.core
+        produced = core.produced
+        r.wait(lambda: r.runtime.core is core and core.produced > produced + 8)  # the show goes on, same core
+        assert r.runtime.telemetry().recording_path == ""
+    assert "disk is full" in failed[0].message
+    assert not r.of(cmd.Error) and not r.of(cmd.RecordingStopped)
