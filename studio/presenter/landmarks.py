@@ -44,7 +44,8 @@ N_LANDMARKS = 478
 _MP_LOCK = threading.Lock()
 MIN_TILE_PX = 320  # the smallest search tile (the full-range detector finds faces down to ~7 % of a tile)
 TRACE_FACE_PX = 220  # the mesh is traced on a crop scaled so that the face is about this wide
-DETECTION_SCORE = 0.5
+DETECTION_SCORE = 0.5  # candidates to trace (the mesh confirms them)
+CONFIDENT_SCORE = 0.8  # a face this sure that fails to trace is reported as a face, not as "no face"
 
 
 @contextlib.contextmanager
@@ -126,9 +127,17 @@ def _tile_origins(length: int, side: int) -> list[int]:
     return sorted(set(origins))
 
 
-def detect_faces(image: np.ndarray, min_tile_px: int = MIN_TILE_PX) -> list[tuple[float, tuple[float, ...]]]:
-    """Faces in ``image`` (H x W x 3 uint8) as (score, (x, y, w, h) in pixels), best first, from the full-range
-    detector on square tiles, coarse to fine; the search stops at the first tile size that finds one."""
+def tile_sides(height: int, width: int, min_tile_px: int = MIN_TILE_PX) -> list[int]:
+    """The search's square tile sizes, coarse to fine: the image's short side, halved down to ``min_tile_px``."""
+    sides = [min(height, width)]
+    while sides[-1] // 2 >= min_tile_px:
+        sides.append(sides[-1] // 2)
+    return sides
+
+
+def detect_faces(image: np.ndarray, side: int) -> list[tuple[float, tuple[float, ...]]]:
+    """Faces in ``image`` (H x W x 3 uint8) from the full-range detector on square tiles of ``side`` pixels (half-tile
+    steps), as (score, (x, y, w, h) in pixels), most prominent first."""
     os.environ.setdefault("GLOG_minloglevel", "2")
     h, w = image.shape[:2]
     found: list[tuple[float, tuple[float, ...]]] = []
@@ -138,22 +147,15 @@ def detect_faces(image: np.ndarray, min_tile_px: int = MIN_TILE_PX) -> list[tupl
         with _MP_LOCK, _quiet_native_stderr():
             with mp.solutions.face_detection.FaceDetection(model_selection=1,
                                                            min_detection_confidence=DETECTION_SCORE) as det:
-                side = min(h, w)
-                while True:
-                    for y0 in _tile_origins(h, side):
-                        for x0 in _tile_origins(w, side):
-                            tile = np.ascontiguousarray(image[y0:y0 + side, x0:x0 + side])
-                            result = det.process(tile)
-                            for d in result.detections or ():
-                                b = d.location_data.relative_bounding_box
-                                box = (x0 + b.xmin * side, y0 + b.ymin * side, b.width * side, b.height * side)
-                                found.append((float(d.score[0]), box))
-                    if found or side // 2 < min_tile_px:
-                        break
-                    side //= 2
+                for y0 in _tile_origins(h, side):
+                    for x0 in _tile_origins(w, side):
+                        tile = np.ascontiguousarray(image[y0:y0 + side, x0:x0 + side])
+                        for d in det.process(tile).detections or ():
+                            b = d.location_data.relative_bounding_box
+                            box = (x0 + b.xmin * side, y0 + b.ymin * side, b.width * side, b.height * side)
+                            found.append((float(d.score[0]), box))
     except Exception as exc:  # MediaPipe raises plain RuntimeError/ValueError from its graph
         raise AnchorError(f"The face detector failed on this image ({exc}). Try another portrait.") from exc
-    # the most prominent face: score first, then size
     found.sort(key=lambda f: (round(f[0], 1), f[1][2] * f[1][3]), reverse=True)
     return found
 
@@ -186,16 +188,19 @@ def _trace_on_crop(image: np.ndarray, box: tuple[float, ...]) -> np.ndarray | No
 
 
 def find_face(image: np.ndarray) -> FaceSearch:
-    """The most prominent face at any size (see the module docstring); ``landmarks`` None when none was traced."""
+    """The most prominent face at any size (see the module docstring). ``landmarks`` is None when none was traced;
+    ``box`` then holds a face the detector was sure of (score >= ``CONFIDENT_SCORE``) but the mesh could not trace."""
     pts = detect_landmarks(image)
     if pts is not None:
         return FaceSearch(pts, None, 1.0, "whole image")
-    faces = detect_faces(image)
-    for score, box in faces[:3]:
-        pts = _trace_on_crop(image, box)
-        if pts is not None:
-            return FaceSearch(pts, tuple(box), score, "tile search")  # type: ignore[arg-type]
-    if faces:
-        score, box = faces[0]
-        return FaceSearch(None, tuple(box), score, "tile search")  # type: ignore[arg-type]
+    untraced: tuple[float, tuple[float, ...]] | None = None
+    for side in tile_sides(*image.shape[:2]):
+        for score, box in detect_faces(image, side)[:3]:
+            pts = _trace_on_crop(image, box)
+            if pts is not None:
+                return FaceSearch(pts, tuple(box), score, "tile search")  # type: ignore[arg-type]
+            if score >= CONFIDENT_SCORE and (untraced is None or score > untraced[0]):
+                untraced = (score, box)
+    if untraced is not None:
+        return FaceSearch(None, tuple(untraced[1]), untraced[0], "tile search")  # type: ignore[arg-type]
     return FaceSearch(None, None)

@@ -70,6 +70,9 @@ def test_no_face_only_when_there_is_none() -> None:
     scenery = (rng.random((600, 900, 3)) * 60 + np.linspace(80, 160, 900)[None, :, None]).astype(np.uint8)
     with pytest.raises(AnchorError, match="No face found"):
         build_anchor(scenery, NO_CACHE)
+    noise = (rng.random((900, 1200, 3)) * 255).astype(np.uint8)  # weak false detections are traced, not believed
+    with pytest.raises(AnchorError, match="No face found"):
+        build_anchor(noise, NO_CACHE)
 
 
 def test_huge_png_gets_a_size_message(tmp_path: Path) -> None:
