@@ -53,6 +53,7 @@ class BenchSettings:
     save_program: Path | None = None
     quality_frames: int = 8
     configs: str = "ablation"  # "ablation": plain, each flag alone, optimized; "all": also all-but-one rows
+    native_px: int = 0  # the engine's plain size (0: its own)
 
 
 def defaults_for(device: str) -> BenchSettings:
@@ -172,12 +173,15 @@ def _core_settings(b: BenchSettings, opts: frozenset[Optimization]) -> CoreSetti
 
     layout = Layout.CANVAS if b.canvas else Layout.SQUARE
     return CoreSettings(size_px=b.size_px, layout=layout, canvas_height_px={"720p": 720, "1080p": 1080}.get(b.canvas,
-                        720), fps=b.fps, device=b.device, engine=b.engine, optimizations=opts, chunk_frames=16,
+                        720), fps=b.fps, device=b.device, engine=b.engine, native_px=b.native_px,
+                        optimizations=opts, chunk_frames=16,
                         batch_frames=8 if b.device == "cpu" else 16)
 
 
-def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozenset[Optimization], tmp: Path):
-    """One run of the core over the program; returns its CoreReport and the motion source's stats."""
+def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozenset[Optimization], tmp: Path,
+               keep_core: bool = False):
+    """One run of the core over the program; returns its CoreReport and the motion source's stats (and the core,
+    its generators still open, with ``keep_core``: the caller closes ``core.pool``)."""
     from studio.encode.recorder import RecorderOutput
     from studio.encode.settings import EncodeSettings
     from studio.pipeline.factory import make_core
@@ -194,8 +198,11 @@ def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozens
     try:
         report = core.run()
     finally:
-        core.pool.close()
+        if not keep_core:
+            core.pool.close()
     out.close()
+    if keep_core:
+        return report, motion.stats(), core
     return report, motion.stats()
 
 

@@ -78,9 +78,10 @@ class GeneratorPool:
         info = getattr(self, "info", None)
         if info is None or info.name == "builtin":
             return self.presenter_px  # the built-in's pyramidal route is its low-resolution warp field
-        if pyramidal:
-            return info.pyramidal_px or max(64, self.presenter_px // 2)
-        return info.native_px or self.presenter_px
+        native = self.s.native_px or info.native_px or self.presenter_px
+        if pyramidal:  # an engine without a smaller size of its own has no pyramidal route
+            return info.pyramidal_px or native
+        return native
 
     def get(self, pyramidal: bool, graphs: bool) -> Generator:
         key = (pyramidal, graphs)
@@ -97,7 +98,7 @@ class GeneratorPool:
                 self.presenter_px if self.engine == "builtin" else 0)
             if not size:  # first generator of a heavy engine: its info decides the size
                 size = gen.info.pyramidal_px if pyramidal and gen.info.pyramidal_px else (
-                    gen.info.native_px or self.presenter_px)
+                    self.s.native_px or gen.info.native_px or self.presenter_px)
             gen.open(self.anchor, GeneratorSettings(
                 device=self.s.device, size_px=size, precision=self.s.precision, batch_frames=self.s.batch_frames,
                 weights_dir=self.weights_dir, cuda_graphs=graphs, seed=self.s.seed))
@@ -598,6 +599,9 @@ class Core:
         st = self.motion.stats()
         if "kv_cache_bytes" not in st:
             out.setdefault(O.KV_CACHE, "no autoregressive motion model in this mode (the neural audio engine has one)")
+        info = self.pool.info
+        if info.name != "builtin" and not info.pyramidal_px:
+            out[O.PYRAMIDAL] = f"{info.label} has one native size ({info.native_px} px): nothing smaller to generate"
         if "audio_cache_saved_ms_per_frame" not in st and self.features is None:
             out.setdefault(O.AUDIO_CACHE, "no audio encoder in this mode (the neural engine and audio-driven "
                                           "engines have one)")

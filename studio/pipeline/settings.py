@@ -55,6 +55,8 @@ class CoreSettings:
     key_fps: float = field(default=0.0, metadata={"help": "Generated keyframe rate (0 = fps / the key stride)"})
     device: str = field(default="cpu", metadata={"help": "Resolved device: cpu, cuda, cuda:0"})
     engine: str = field(default="builtin", metadata={"help": "Generator registry name"})
+    native_px: int = field(default=0, metadata={"help": "Generate at this size without PYRAMIDAL (0: the engine's "
+                                                        "own)"})
     chunk_frames: int = field(default=8, metadata={"help": "Slots per chunk (offline); live sources ask for fewer"})
     batch_frames: int = field(default=8, metadata={"help": "Frames per generator call (and per CUDA graph)"})
     queue_depth: int = field(default=2, metadata={"help": "Chunks between two stages (bounded)"})

@@ -299,6 +299,13 @@ def last_bench_path(device_kind: str) -> Path:
     return cache_dir("bench") / f"last_{device_kind}.json"
 
 
+def leaderboard_path() -> Path:
+    """Where ``python main.py bench --leaderboard`` keeps this machine's last leaderboard (the studio's panel reads it)."""
+    from studio.paths import cache_dir
+
+    return cache_dir("bench") / "leaderboard.json"
+
+
 def load_bench(path: Path) -> dict | None:
     """A bench JSON measured on this machine (same platform string and CPU count), else None."""
     import json

@@ -29,6 +29,7 @@ from studio.ui.bridge import RuntimeBridge
 from studio.ui.charts import TelemetryCharts
 from studio.ui.format_panel import FormatPanel, load_format
 from studio.ui.hud import HudStrip, install_hud
+from studio.ui.leaderboard_panel import LeaderboardPanel
 from studio.ui.preview import LevelMeter, PreviewPanel
 from studio.ui.rundown_panel import RundownPanel, Teleprompter
 
@@ -242,6 +243,8 @@ class MainWindow(QMainWindow):
         self.format_panel = FormatPanel(self.settings, self.runtime.core_settings, self.cuda)
         self.format_panel.apply_requested.connect(lambda s, bg: self.bridge.send(rt.SetFormat(s, bg)))
         self.format_dock = self._dock("PROGRAM FORMAT", "format", self.format_panel)
+        self.leaderboard = LeaderboardPanel("cuda" if self.cuda else "cpu")
+        self.leaderboard_dock = self._dock("LEADERBOARD", "leaderboard", self.leaderboard)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
         self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
         self.anchor_dock = self._dock("ANCHOR", "anchor", anchor_panel)
@@ -259,6 +262,7 @@ class MainWindow(QMainWindow):
         self.splitDockWidget(self.prompter_dock, self.charts_dock, Qt.Horizontal)
         self.tabifyDockWidget(self.voice_dock, self.format_dock)
         self.voice_dock.raise_()
+        self.splitDockWidget(self.rundown_dock, self.leaderboard_dock, Qt.Vertical)
         self.setMinimumSize(1100, 700)
 
     def _default_layout(self) -> None:
@@ -294,6 +298,7 @@ class MainWindow(QMainWindow):
         menu.addAction(self.mode_action)
         view = self.menuBar().addMenu("&View")
         for d in (self.preview_dock, self.rundown_dock, self.prompter_dock, self.charts_dock, self.format_dock,
+                  self.leaderboard_dock,
                   self.anchor_dock, self.voice_dock,
                   self.mic_dock, self.record_dock):
             view.addAction(d.toggleViewAction())
@@ -677,5 +682,6 @@ class MainWindow(QMainWindow):
             self.settings.setValue(f"window/state-v{LAYOUT_VERSION}", self.saveState(LAYOUT_VERSION))
             self.settings.sync()
             self._save_rundown()
+            self.leaderboard.shutdown()
             self.bridge.shutdown()  # closes the recording into a playable file, then quit() + wait()
         super().closeEvent(event)

@@ -1,0 +1,215 @@
+"""`python main.py bench --leaderboard`: every talking-head engine that fits on this device, ranked by measured wall
+time per output frame at 1080p output (the 16:9 canvas), each through the same core as the studio.
+
+Per engine, on the bench's program (the default rundown with the station ident between stories, cut short):
+- plain: the core with no optimization (the engine at its native size, every frame generated, no caches);
+- optimized: every optimization that applies on this device (the HUD's pills);
+- all but one, for each optimization that is on: what that one saves in company, (without - optimized) / plain;
+- the GPU time per output frame (CUDA events around generation and post-processing), the GPU memory peak, the audio
+  cache's hit rate on the program and the encoder milliseconds one hit saves (measured cost of an encoder call).
+Engines without installed weights run as timing twins (the same modules and shapes with seeded random weights) and
+say so in every row; an engine too heavy for this device is listed with the reason instead of a time. JSON + PNG; the
+studio's leaderboard panel reads the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# (engine, native size override (0: the engine's own), what the row is called)
+ENTRIES = (
+    ("builtin", 0, ""),
+    ("wav2lip", 0, ""),
+    ("musetalk-1.5", 0, ""),
+    ("liveportrait", 0, ""),
+    ("ditto", 0, ""),
+    ("wan2.1-1.3b", 0, ""),
+    ("wan2.1-1.3b", 1024, " at native 1024 px"),
+    ("wan2.1-14b", 0, ""),
+)
+GPU_GB_14B = 40.0  # the 14 B twin's bf16 weights (28 GB) and activations: run only with this much free
+
+
+def _leaderboard_file() -> Path:
+    from studio.pipeline.telemetry import leaderboard_path
+
+    return leaderboard_path()
+
+
+def last_leaderboard() -> dict | None:
+    """The leaderboard this machine measured last (what the studio's panel shows at start), or None."""
+    try:
+        return json.loads(_leaderboard_file().read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: tuple[str, ...] = ()) -> int:
+    """Measure every entry that fits (see the module docstring); returns the exit status."""
+    import torch
+
+    from studio.bench.harness import _per_frame, build_program, cut_program, load_program, machine_info
+    from studio.pipeline.factory import default_optimizations
+    from studio.pipeline.roles import GENERATORS
+    from studio.presenter.anchor import build_anchor
+    from studio.presenter.renderer import resolve_device
+
+    dev = resolve_device(b.device)
+    cuda = dev.type == "cuda"
+    seconds = b.seconds if b.seconds else (3.0 if cuda else 1.0)
+    b = replace(b, device=str(dev), canvas=b.canvas or "1080p", seconds=seconds)
+    anchor = build_anchor()
+    program = cut_program(load_program(b.program), seconds) if b.program else build_program(seconds)
+    warm = cut_program(program, 0.5)
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="leaderboard_"))
+    rows: list[dict] = []
+    all_opts = default_optimizations(str(dev))
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    entries = [e for e in ENTRIES if not engines or e[0] in engines]
+    for i, (name, native, suffix) in enumerate(entries):
+        if name not in GENERATORS.names():
+            continue
+        gen = GENERATORS.create(name)
+        info = gen.info
+        row: dict = {"engine": name, "label": info.label + suffix, "family": info.family,
+                     "native_px": native or info.native_px, "pyramidal_px": info.pyramidal_px,
+                     "audio_encoder": info.audio.encoder if info.audio else "", "device": str(dev)}
+        progress(f"leaderboard [{i + 1}/{len(entries)}] {row['label']}")
+        if not cuda and info.needs_gpu_reason:
+            row.update(status="needs a GPU", reason=info.needs_gpu_reason)
+            rows.append(row)
+            continue
+        if cuda and name == "wan2.1-14b":
+            free_gb = torch.cuda.mem_get_info(dev)[0] / 2 ** 30
+            if free_gb < GPU_GB_14B:
+                row.update(status="needs a larger GPU", reason=f"{free_gb:.0f} GB free, {GPU_GB_14B:.0f} GB needed")
+                rows.append(row)
+                continue
+        bb = replace(b, engine=name, native_px=native)
+        try:
+            runs = _measure(anchor, program, warm, bb, all_opts, tmp, cuda, progress)
+        except Exception as exc:  # an engine that fails here is listed with its error, and the others still run
+            log.exception("leaderboard: %s failed", name)
+            row.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+            rows.append(row)
+            continue
+        plain, opt = runs["plain"], runs["optimized"]
+        p_ms = statistics.median(r[0].ms_per_frame for r in plain)
+        o_ms = statistics.median(r[0].ms_per_frame for r in opt)
+        rep = opt[len(opt) // 2][0]
+        shares = {}
+        for key, reps in runs.items():
+            if key.startswith("without_"):
+                w_ms = statistics.median(r[0].ms_per_frame for r in reps)
+                shares[key[len("without_"):]] = (w_ms - o_ms) / p_ms
+        feats = opt[len(opt) // 2][2]
+        row.update(
+            status="measured", twin=bool(runs["twin"]), backend="eager" + (" + CUDA graphs" if cuda else ""),
+            precision=runs["precision"], optimizations=sorted(o.value for o in runs["opts"]),
+            ms_per_frame_plain=p_ms, ms_per_frame_optimized=o_ms, compute_saved=1 - o_ms / p_ms,
+            gpu_ms_per_frame_plain=(statistics.median(_per_frame(r[0], "generate") + _per_frame(r[0], "post")
+                                                      for r in plain) if cuda else None),
+            gpu_ms_per_frame_optimized=(statistics.median(_per_frame(r[0], "generate") + _per_frame(r[0], "post")
+                                                          for r in opt) if cuda else None),
+            gpu_mem_peak_mb=max(r[0].gpu_mem_peak_mb for rs in runs.values() if isinstance(rs, list) for r in rs)
+            if cuda else None,
+            saved_share=shares, frames=rep.frames_produced, frames_generated=rep.frames_full,
+            frames_interpolated=rep.frames_interpolated, silent_frames=rep.silent_frames,
+            audio_cache=feats, measured=time.strftime("%Y-%m-%d %H:%M:%S"))
+        if row["twin"]:
+            row["label"] += " — timing twin (weights not installed)"
+        rows.append(row)
+        progress(f"  plain {p_ms:.2f} ms/frame, optimized {o_ms:.2f} ms/frame ({100 * (1 - o_ms / p_ms):.0f}% saved)")
+    measured = sorted((r for r in rows if r["status"] == "measured"), key=lambda r: r["ms_per_frame_optimized"])
+    for rank, r in enumerate(measured, 1):
+        r["rank"] = rank
+    result = {"started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine_info(str(dev)),
+              "output": f"{b.canvas} canvas at {b.fps:g} fps", "program_s": seconds,
+              "rows": measured + [r for r in rows if r["status"] != "measured"]}
+    text = json.dumps(result, indent=1, default=_num)
+    try:
+        _leaderboard_file().write_text(text)
+    except OSError as exc:
+        log.warning("leaderboard: cannot keep a copy for the studio: %s", exc)
+    if json_path is not None:
+        json_path.write_text(text)
+        try:
+            write_chart(result, json_path.with_suffix(".png"))
+        except ImportError as exc:
+            log.warning("leaderboard chart not drawn: %s", exc)
+    for r in result["rows"]:
+        if r["status"] == "measured":
+            sys.stderr.write(f"{r['rank']:>2}. {r['label']}: {r['ms_per_frame_optimized']:.2f} ms/frame "
+                             f"(plain {r['ms_per_frame_plain']:.2f})\n")
+        else:
+            sys.stderr.write(f" -. {r['label']}: {r['status']} ({r['reason']})\n")
+    return 0
+
+
+def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress) -> dict:
+    """Runs of one engine: plain, optimized (twice), and all-but-one for each flag on."""
+    from studio.pipeline.roles import GENERATORS
+
+    gen = GENERATORS.create(b.engine)
+    opts = frozenset(all_opts)
+    runs: dict = {"opts": opts}
+
+    def one(flags):
+        from studio.bench.harness import run_config
+
+        rep, _, core = run_config(anchor, program, b, flags, tmp, keep_core=True)
+        feats = core.features.stats() if core.features is not None else None
+        g = core.pool.get(False, False)
+        runs["twin"], runs["precision"] = g.twin, g.settings.precision
+        core.pool.close()
+        return rep, core, feats
+
+    from studio.bench.harness import run_config
+
+    run_config(anchor, warm, b, opts, tmp)
+    runs["plain"] = [one(frozenset())]
+    runs["optimized"] = [one(opts), one(opts)]
+    for f in sorted(opts, key=lambda o: o.value):
+        runs[f"without_{f.value}"] = [one(opts - {f})]
+    del gen
+    return runs
+
+
+def _num(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if hasattr(x, "item"):
+        return x.item()
+    raise TypeError(f"not JSON: {type(x).__name__}")
+
+
+def write_chart(result: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in result["rows"] if r["status"] == "measured"]
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.5))
+    names = [r["label"].replace(" — timing twin (weights not installed)", " (twin)") for r in rows][::-1]
+    ax.barh(names, [r["ms_per_frame_plain"] for r in rows][::-1], color="#bbb", label="plain")
+    ax.barh(names, [r["ms_per_frame_optimized"] for r in rows][::-1], color="#2e9e5b", label="optimized")
+    ax.set_xscale("log")
+    ax.set_xlabel("wall ms per output frame (log scale)")
+    ax.set_title(f"{result['machine'].get('gpu', 'CPU')}: {result['output']}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

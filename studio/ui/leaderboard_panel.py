@@ -1,0 +1,147 @@
+"""The LEADERBOARD panel: the talking-head engines ranked by measured time per output frame on this machine.
+
+It shows the last ``python main.py bench --leaderboard`` of this machine (kept in the data folder, so it is there at
+the next start) and runs a new one as a background process (the bench never runs inside the studio's process: it
+loads every engine and would take the GPU and the CPU from the program), with a progress bar and Cancel. Timing twins
+(engines whose weights are not installed) are labelled; engines too heavy for this device say why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+
+from PySide6.QtCore import QProcess, Qt
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+from studio.paths import REPO_ROOT
+from studio.pipeline.telemetry import leaderboard_path
+
+COLUMNS = ("#", "engine", "native", "backend", "precision", "plain ms", "optimized ms", "saved", "GPU MB", "measured")
+_PROGRESS = re.compile(r"leaderboard \[(\d+)/(\d+)\] (.*)")
+
+
+def _fmt(v, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return f"{v:.{digits}f}"
+
+
+class LeaderboardPanel(QWidget):
+    """See the module docstring. ``device``: what a new run measures on ("cpu" or "cuda")."""
+
+    def __init__(self, device: str = "cpu", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.device = device
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.table.setSelectionBehavior(QTableWidget.SelectRows)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.Stretch)
+        self.run_button = QPushButton("Run benchmark")
+        self.run_button.setToolTip("Measure every engine that fits on this machine (minutes; the program keeps "
+                                   "running, slower, meanwhile)")
+        self.run_button.clicked.connect(self.toggle_run)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
+        self.status = QLabel("")
+        self.status.setProperty("role", "muted")
+        self.status.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.run_button)
+        row.addWidget(self.progress, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 8, 8, 8)
+        lay.addWidget(self.table, 1)
+        lay.addLayout(row)
+        lay.addWidget(self.status)
+        self.proc: QProcess | None = None
+        self._err = ""
+        self.load()
+
+    def load(self) -> bool:
+        """Show the last leaderboard of this machine; False when there is none yet."""
+        try:
+            data = json.loads(leaderboard_path().read_text())
+        except (OSError, ValueError):
+            self.table.setRowCount(0)
+            self.status.setText("No leaderboard on this machine yet: press Run benchmark.")
+            return False
+        self.show_result(data)
+        return True
+
+    def show_result(self, data: dict) -> None:
+        rows = data.get("rows", [])
+        self.table.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            measured = r.get("status") == "measured"
+            cells = (str(r.get("rank", "")), r.get("label", r.get("engine", "?")), f"{r.get('native_px', '')} px",
+                     r.get("backend", "") if measured else r.get("status", ""),
+                     r.get("precision", "") if measured else "",
+                     _fmt(r.get("ms_per_frame_plain")) if measured else "",
+                     _fmt(r.get("ms_per_frame_optimized")) if measured else r.get("reason", ""),
+                     f"{100 * r['compute_saved']:.0f}%" if measured and r.get("compute_saved") is not None else "",
+                     _fmt(r.get("gpu_mem_peak_mb"), 0) if measured else "", r.get("measured", ""))
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if j in (0, 2, 5, 6, 7, 8):
+                    item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+                if not measured:
+                    item.setForeground(Qt.gray)
+                if r.get("twin"):
+                    item.setToolTip("A timing twin: the engine's modules and shapes with random weights (its weights "
+                                    "are not installed). Its time is real; it never goes on air.")
+                self.table.setItem(i, j, item)
+        m = data.get("machine", {})
+        self.status.setText(f"{data.get('output', '')} on {m.get('gpu', 'the CPU')}, finished "
+                            f"{data.get('finished', '?')}: wall ms per output frame, plain vs every optimization.")
+
+    def toggle_run(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.status.setText("Benchmark cancelled; the last results stay.")
+            return
+        self.proc = QProcess(self)
+        self.proc.setWorkingDirectory(str(REPO_ROOT))
+        self.proc.setProcessChannelMode(QProcess.SeparateChannels)
+        self.proc.readyReadStandardError.connect(self._read)
+        self.proc.finished.connect(self._finished)
+        self._err = ""
+        self.progress.setRange(0, 0)
+        self.progress.setVisible(True)
+        self.run_button.setText("Cancel benchmark")
+        self.status.setText("Benchmarking the engines…")
+        self.proc.start(sys.executable, [str(REPO_ROOT / "main.py"), "bench", "--leaderboard", "--device",
+                                         self.device])
+
+    def _read(self) -> None:
+        text = bytes(self.proc.readAllStandardError()).decode(errors="replace")
+        self._err = (self._err + text)[-4000:]
+        for line in text.splitlines():
+            m = _PROGRESS.search(line)
+            if m:
+                i, n = int(m.group(1)), int(m.group(2))
+                self.progress.setRange(0, n)
+                self.progress.setValue(i - 1)
+                self.status.setText(f"Measuring {m.group(3)} ({i} of {n})…")
+
+    def _finished(self, code: int, status) -> None:
+        proc, self.proc = self.proc, None
+        self.progress.setVisible(False)
+        self.run_button.setText("Run benchmark")
+        if status == QProcess.NormalExit and code == 0:
+            self.load()
+        elif proc is not None and status == QProcess.NormalExit:
+            last = [x for x in self._err.strip().splitlines() if x.startswith("error:")]
+            self.status.setText(last[-1] if last else f"The benchmark stopped (exit {code}); the last results stay.")
+
+    def shutdown(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.waitForFinished(3000)
+            self.proc = None
