@@ -64,7 +64,8 @@ def receiver_command(kind: str, port: int, out: Path) -> list[str]:
         src = ["-i", f"tcp://127.0.0.1:{port}?listen=1"]
         fmt = "mpegts"
     elif kind == "udp":
-        src = ["-i", f"udp://127.0.0.1:{port}?fifo_size=100000&overrun_nonfatal=1"]
+        # timeout: UDP has no end of stream; the receiver stops 3 s after the last datagram
+        src = ["-i", f"udp://127.0.0.1:{port}?fifo_size=100000&overrun_nonfatal=1&timeout=3000000"]
         fmt = "mpegts"
     else:
         raise ValueError(f"unknown receiver kind {kind!r}")
@@ -116,10 +117,10 @@ def check_stream(kind: str, seconds: float, height: int) -> dict:
     hub = out.hub.stats()
     out.close()
     try:
-        rx.wait(15)
-    except subprocess.TimeoutExpired:  # UDP: nothing tells the receiver that the stream ended
-        rx.send_signal(2)
-        rx.wait(15)
+        rx.wait(30)
+    except subprocess.TimeoutExpired:
+        rx.kill()
+        rx.wait()
     got = decode_media(out_file)
     sync = measure_sync(got, src, seconds)
     shutil.rmtree(work, ignore_errors=True)
@@ -258,7 +259,7 @@ def check_nv12(device: str, heights: list[int], repeats: int = 50) -> dict:
                 times = []
                 for _ in range(max(5, repeats // 5)):
                     t0 = time.perf_counter()
-                    av.VideoFrame.from_ndarray(arr, format="rgb24").reformat(format=fmt_name)
+                    av.VideoFrame.from_ndarray(arr, format="rgb24").reformat(format=fmt_name, dst_colorspace="ITU709")
                     times.append((time.perf_counter() - t0) * 1e3)
                 row[f"cpu_swscale_{fmt_name}_ms"] = round(statistics.median(times), 3)
         results.append(row)

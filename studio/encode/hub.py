@@ -29,7 +29,7 @@ import numpy as np
 
 from studio.encode.encoder_process import ChildEncoder
 from studio.encode.encoders import EncodedPacket, StreamEncoder, StreamEncodeSettings
-from studio.errors import StudioError
+from studio.errors import EncoderError, StudioError
 from studio.pipeline.roles import (
     Output,
     OutputState,
@@ -288,7 +288,10 @@ class EncodeHub:
         """Take the slots and audio of ``batch`` not taken before; returns at once (drops when full) unless
         ``block``."""
         if self.error is not None:
-            raise self.error if isinstance(self.error, StudioError) else RuntimeError(f"encoding failed: {self.error}")
+            if isinstance(self.error, StudioError):
+                raise self.error
+            raise EncoderError(f"Encoding the program failed ({self.error}): stop and start the output again.") \
+                from self.error
         yuv = batch.yuv is not None and len(batch.yuv) == len(batch.slots)
         pics = batch.yuv if yuv else batch.frames
         pix = "yuv420p" if yuv else "rgb24"
@@ -503,8 +506,13 @@ class HubOutput(Output):
         self.hub.add_sink(self.sink)
 
     def write(self, batch: ProgramBatch) -> None:
-        if self.hub is not None and not self._closed:
-            self.hub.submit(batch)
+        """Hand the batch to the hub; raises (so that the core takes this output out of the program) when the
+        encode or this output's sink failed for good (a full disk, say; a network sink reconnects instead)."""
+        if self.hub is None or self._closed:
+            return
+        if self.sink is not None and isinstance(self.sink.error, StudioError):
+            raise self.sink.error
+        self.hub.submit(batch)
 
     def close(self) -> object:
         if self._closed:

@@ -228,3 +228,36 @@ def test_a_blocking_batch_larger_than_the_queue_goes_through() -> None:
     hub.close()
     assert hub.frames == 10 and hub.dropped == 0
     assert [p.pts for p in sink.video()] == list(range(10))
+
+
+def test_a_failed_sink_takes_its_output_out_and_the_others_go_on(tmp_path) -> None:
+    from studio.encode.hub import HubOutput
+    from studio.errors import EncoderError
+
+    class FailingSink(RecordingSink):
+        def send(self, pkt: EncodedPacket, rel_s: Fraction) -> int:
+            raise EncoderError("The disk is full: free some space.")
+
+    class Out(HubOutput):
+        def __init__(self, sink: Sink) -> None:
+            super().__init__(block=True)
+            self._made = sink
+
+        def make_sink(self) -> Sink:
+            return self._made
+
+    good, bad = Out(RecordingSink()), Out(FailingSink())
+    good.open(FMT)
+    bad.open(FMT)
+    assert good.hub is bad.hub  # one encode
+    good.write(batch(0, 4))
+    bad.write(batch(0, 4))
+    wait_for(lambda: bad.sink.error is not None)
+    with pytest.raises(EncoderError, match="disk is full"):
+        bad.write(batch(4, 4))
+    good.write(batch(4, 4))
+    assert bad.stats().state.value == "failed" and "disk is full" in bad.stats().detail
+    with pytest.raises(EncoderError):
+        bad.close()
+    good.close()
+    assert [p.pts for p in good.sink.video()] == list(range(8))
