@@ -92,12 +92,14 @@ def _dit_parts(gen, dev: torch.device, repeats: int) -> dict:
     h = gen.settings.size_px // 8
     x = torch.randn((2, gen.cfg.in_dim, gen.latent_frames, h, h), device=dev, dtype=gen.dtype)
     t = torch.full((2,), 500.0, device=dev)
-    audio = torch.randn((2, gen.latent_frames, 32, gen.cfg.audio_dim), device=dev, dtype=gen.dtype)
+    first, latter = gen.audio_windows(torch.randn((gen.window_frames, gen.cfg.audio_layers, gen.cfg.audio_dim),
+                                                  device=dev, dtype=gen.dtype))
+    first, latter = first.expand(2, -1, -1, -1, -1), latter.expand(2, -1, -1, -1, -1)
     ctx = gen.context.expand(2, -1, -1)
     z = torch.randn((1, gen.cfg.out_dim, gen.latent_frames, h, h), device=dev, dtype=gen.dtype)
     res = {}
     with torch.inference_mode():
-        for key, fn in (("dit_forward_x2_ms", lambda: gen.fns["dit"](x, t, ctx, audio)),
+        for key, fn in (("dit_forward_x2_ms", lambda: gen.fns["dit"](x, t, ctx, first, latter)),
                         ("vae_decode_window_ms", lambda: gen.fns["vae_decoder"](z))):
             ts = []
             for i in range(repeats + 1):

@@ -3,7 +3,7 @@
 | encoder | engine | frames | per frame | per slot (``AudioFeatureSpec.shape_per_frame``) |
 |---|---|---|---|---|
 | whisper-tiny | MuseTalk 1.5 | 50 Hz | 5 hidden states x 384 | 10 frames from t - 80 ms: 50 x 384 |
-| wav2vec2-base | EchoMimicV3 (Wan DiT) | 50 Hz | 768 | 2 frames from t: 2 x 768 |
+| wav2vec2-base | EchoMimicV3 (Wan DiT) | 25 Hz (interpolated, as the release) | 12 layers x 768 | 12 x 768 |
 | hubert-large | Ditto | 25 Hz (pairs averaged, as Ditto) | 1024 | 1 x 1024 |
 | wav2lip-mel | Wav2Lip | 80 Hz | 80 mel bands | 16 frames from t: 1 x 80 x 16 |
 
@@ -366,13 +366,15 @@ class _Wav2Vec2Family(AudioEncoder):
 
 
 class Wav2Vec2Base(_Wav2Vec2Family):
-    """wav2vec2-base (EchoMimicV3's audio encoder): 50 Hz x 768."""
+    """wav2vec2-base as EchoMimicV3 runs it (its ``src/wav2vec2.py``): the convolutional features (50 Hz) are
+    linearly interpolated to the video rate (25 Hz, align_corners) before the transformer, and all 12 layers' outputs
+    are kept: 25 Hz x 12 x 768."""
 
     name = "wav2vec2-base"
-    feature_fps = 50.0
-    frames_per_slot = 2
-    samples_per_frame = 320
-    spec = AudioFeatureSpec("wav2vec2-base", 2 * 768, (2, 768))
+    feature_fps = 25.0
+    frames_per_slot = 1
+    samples_per_frame = 640
+    spec = AudioFeatureSpec("wav2vec2-base", 12 * 768, (12, 768))
     config_cls, model_cls = "Wav2Vec2Config", "Wav2Vec2Model"
     prefixes = ("wav2vec2.",)
     TWIN_CONFIG = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
@@ -380,10 +382,34 @@ class Wav2Vec2Base(_Wav2Vec2Family):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.spec = AudioFeatureSpec(self.name, 2 * self.hidden, (2, self.hidden))
+        self.layers = self.model.config.num_hidden_layers
+        self.spec = AudioFeatureSpec(self.name, self.layers * self.hidden, (self.layers, self.hidden))
 
+    def _frame_shape(self) -> tuple[int, ...]:
+        return (self.layers, self.hidden)
+
+    @torch.inference_mode()
     def _encode(self, audio: np.ndarray) -> np.ndarray:
-        return self._hidden(audio)
+        m = self.model
+        x = np.asarray(audio, np.float32)
+        x = (x - x.mean()) / math.sqrt(float(x.var()) + 1e-7)
+        inp = torch.from_numpy(np.pad(x, (0, 80)))[None].to(self.device, self.dtype)
+        feats = m.feature_extractor(inp)  # 1 x 512 x n/320 (50 Hz)
+        feats = torch.nn.functional.interpolate(feats.float(), size=len(audio) // 640, mode="linear",
+                                                align_corners=True).to(self.dtype).transpose(1, 2)  # 1 x T25 x 512
+        hidden, _ = m.feature_projection(feats)
+        return torch.stack(self.layer_outputs(hidden), dim=2)[0].float().cpu().numpy()  # T25 x 12 x 768
+
+    def layer_outputs(self, hidden: torch.Tensor) -> list[torch.Tensor]:
+        """wav2vec2-base's (post-norm) encoder run layer by layer, keeping each layer's output (B x T x 768 each)."""
+        enc = self.model.encoder
+        hidden = enc.layer_norm(hidden + enc.pos_conv_embed(hidden))
+        states = []
+        for layer in enc.layers:
+            out = layer(hidden)
+            hidden = out[0] if isinstance(out, tuple) else out
+            states.append(hidden)
+        return states
 
 
 class HubertLarge(_Wav2Vec2Family):

@@ -1,10 +1,16 @@
-"""Wan-2.1 video DiTs as generators: EchoMimicV3 (Wan2.1-Fun 1.3B InP with audio cross-attention, Apache-2.0) and a
-Wan-14B-shaped twin of the FantasyTalking2 class (no public weights).
+"""Wan-2.1 video DiTs as generators: EchoMimicV3-flash (Wan2.1-Fun 1.3B InP with audio cross-attention, Apache-2.0)
+and a Wan-14B-shaped twin of the FantasyTalking2 class (no public weights).
 
-The DiT is our module in the release's own key layout (EchoMimicV3's ``WanTransformerAudioMask3DModel``, the original
-Wan names: ``patch_embedding``, ``blocks.N.self_attn.q``, ``blocks.N.cross_attn.k_audio``, ``head.head``, ...), so
-its loader reads ``transformer/diffusion_pytorch_model.safetensors`` of the release strictly. diffusers'
-``WanTransformer3DModel`` has the same shapes but other key names and no audio cross-attention.
+The DiT is our module in the flash release's own key layout (EchoMimicV3's ``wan_transformer3d_audio_2512.py``, the
+original Wan names: ``patch_embedding``, ``blocks.N.self_attn.q``, ``blocks.N.cross_attn.k_audio``,
+``audio_injection.proj1_vf``, ``head.head``, ...), so its loader reads the release's
+``transformer/diffusion_pytorch_model.safetensors`` strictly. diffusers' ``WanTransformer3DModel`` has the same
+backbone shapes but other key names and no audio path. The release computes ``cross_attn.q_audio`` and discards the
+result; the weight is loaded, the discarded product is not computed.
+
+Audio (the release's ``infer_flash.py``): wav2vec2's 12 layers at the video rate, a 5-frame window around each output
+frame; the first latent frame reads its frame's window, each later one 8 windows of its 4 frames (``get_ai2v_audio``);
+``audio_injection`` turns them into 32 tokens of width C per latent frame.
 
 One window = ``LATENT_FRAMES`` latent frames = 81 output frames (the VAE's 4x temporal compression, first frame
 alone). Per window: ``STEPS`` flow-matching Euler steps (shift 5), each with 2 guidance passes (audio on / off, one
@@ -40,6 +46,7 @@ WINDOW_FRAMES = 4 * (LATENT_FRAMES - 1) + 1  # 81
 STEPS = 8  # EchoMimicV3-flash
 SHIFT = 5.0
 AUDIO_TOKENS = 32  # per latent frame
+AUDIO_WINDOW = 5  # output frames of audio around each output frame
 TEXT_TOKENS = 512
 CLIP_TOKENS = 257
 DIT_WEIGHTS = "transformer/diffusion_pytorch_model.safetensors"
@@ -56,7 +63,9 @@ class WanConfig:
     freq_dim: int = 256
     text_dim: int = 4096
     clip_dim: int = 1280
-    audio_dim: int = 768
+    audio_dim: int = 768  # wav2vec2-base width ...
+    audio_layers: int = 12  # ... and layers, all kept
+    audio_hidden: int = 512
     eps: float = 1e-6
     vae_base_dim: int = 96
 
@@ -136,8 +145,9 @@ class AudioCrossAttention(SelfAttention):
         self.k_img = nn.Linear(dim, dim)
         self.v_img = nn.Linear(dim, dim)
         self.norm_k_img = RMSNorm(dim, eps)
-        self.k_audio = nn.Linear(dim, dim, bias=False)
-        self.v_audio = nn.Linear(dim, dim, bias=False)
+        self.q_audio = nn.Linear(dim, dim)  # in the release's file; its product is discarded there (docstring)
+        self.k_audio = nn.Linear(dim, dim)
+        self.v_audio = nn.Linear(dim, dim)
         self.norm_k_audio = RMSNorm(dim, eps)
 
     def forward(self, x, context, audio, frames: int):
@@ -188,14 +198,26 @@ class Head(nn.Module):
         return self.head(layer_norm(x, self.eps) * (1 + e[1]) + e[0])
 
 
-class AudioProj(nn.Module):
-    def __init__(self, cin: int, dim: int) -> None:
-        super().__init__()
-        self.proj = nn.Linear(cin, dim, bias=False)
-        self.norm = nn.LayerNorm(dim)
+class AudioInjection(nn.Module):
+    """The release's ``AudioProjModel``: per latent frame, its audio windows (5 for the first, 8 for the others, each
+    12 layers x 768) -> 32 tokens of width C."""
 
-    def forward(self, x):
-        return self.norm(self.proj(x))
+    def __init__(self, cfg: WanConfig) -> None:
+        super().__init__()
+        per = cfg.audio_layers * cfg.audio_dim
+        self.tokens = AUDIO_TOKENS
+        self.proj1 = nn.Linear(AUDIO_WINDOW * per, cfg.audio_hidden)
+        self.proj1_vf = nn.Linear((AUDIO_WINDOW + 3) * per, cfg.audio_hidden)
+        self.proj2 = nn.Linear(cfg.audio_hidden, cfg.audio_hidden)
+        self.proj3 = nn.Linear(cfg.audio_hidden, AUDIO_TOKENS * cfg.dim)
+        self.norm = nn.LayerNorm(cfg.dim)
+
+    def forward(self, first: torch.Tensor, latter: torch.Tensor) -> torch.Tensor:
+        """B x 1 x 5 x 12 x 768, B x (F - 1) x 8 x 12 x 768 -> B x F x 32 x C."""
+        b = first.shape[0]
+        h = torch.cat([F.relu(self.proj1(first.flatten(2))), F.relu(self.proj1_vf(latter.flatten(2)))], dim=1)
+        h = self.proj3(F.relu(self.proj2(h)))  # B x F x 32 C
+        return self.norm(h.view(b, h.shape[1], self.tokens, -1))
 
 
 class ImageProj(nn.Module):
@@ -221,7 +243,7 @@ class WanAudioDiT(nn.Module):
         super().__init__()
         d = cfg.dim
         self.cfg = cfg
-        self.audio2token = AudioProj(cfg.audio_dim, d)
+        self.audio_injection = AudioInjection(cfg)
         self.patch_embedding = nn.Conv3d(cfg.in_dim, d, kernel_size=(1, 2, 2), stride=(1, 2, 2))
         self.text_embedding = nn.Sequential(nn.Linear(cfg.text_dim, d), nn.GELU(approximate="tanh"), nn.Linear(d, d))
         self.time_embedding = nn.Sequential(nn.Linear(cfg.freq_dim, d), nn.SiLU(), nn.Linear(d, d))
@@ -235,9 +257,10 @@ class WanAudioDiT(nn.Module):
         """Prompt (B x 512 x 4096) and portrait (B x 257 x 1280) encoder outputs -> B x 769 x C."""
         return torch.cat([self.img_emb(clip), self.text_embedding(text)], dim=1)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
-        """x: B x 36 x F x H x W; t: B (0..1000); context: B x 769 x C; audio: B x F x 32 x 768
-        -> B x 16 x F x H x W."""
+    def forward(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor, audio_first: torch.Tensor,
+                audio_latter: torch.Tensor) -> torch.Tensor:
+        """x: B x 36 x F x H x W; t: B (0..1000); context: B x 769 x C; audio_first: B x 1 x 5 x 12 x 768,
+        audio_latter: B x (F - 1) x 8 x 12 x 768 -> B x 16 x F x H x W."""
         b, _, f, hh, ww = x.shape
         x = self.patch_embedding(x)  # B x C x F x H/2 x W/2
         h, w = x.shape[-2:]
@@ -247,7 +270,7 @@ class WanAudioDiT(nn.Module):
             self._rope[key] = rope_tables(f, h, w, self.cfg.dim // self.cfg.num_heads, x.device)
         e = self.time_embedding(sinusoidal(self.cfg.freq_dim, t).to(x.dtype))  # B x C
         e0 = self.time_projection(e).unflatten(1, (6, self.cfg.dim))
-        a = self.audio2token(audio).flatten(0, 1)  # (B F) x 32 x C
+        a = self.audio_injection(audio_first, audio_latter).flatten(0, 1)  # (B F) x 32 x C
         for blk in self.blocks:
             x = blk(x, e0, self._rope[key], context, a, f)
         x = self.head(x, e)  # B x L x 64
@@ -270,14 +293,15 @@ def shifted_sigmas(steps: int, shift: float = SHIFT) -> list[float]:
 
 class WanDiTGenerator(NeuralGenerator):
     info = GeneratorInfo(
-        name="wan2.1-1.3b", label="EchoMimicV3 (Wan2.1 1.3B DiT)", family="video DiT (flow matching, 8 steps x 2 CFG)",
+        name="wan2.1-1.3b", label="EchoMimicV3-flash (Wan2.1 1.3B DiT)",
+        family="video DiT (flow matching, 8 steps x 2 CFG)",
         native_px=512, pyramidal_px=288, audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW,
         batch_sizes=(WINDOW_FRAMES,), compile_backends=("inductor", "cuda_graphs"),
         weights=(DIT_WEIGHTS,), licence="Apache-2.0 (EchoMimicV3 and Wan2.1)",
         needs_gpu_reason="one 81-frame window is 8 steps x 2 passes of a 1.4 G-parameter DiT over 6,804 to 86,016 "
                          "tokens plus a video VAE decode: minutes on a 2-core CPU")
     config = WAN_1_3B
-    audio_dirs = ("chinese-wav2vec2-base", "wav2vec2-base-960h")  # flash, preview
+    audio_dirs = ("chinese-wav2vec2-base",)  # the flash release's
     requires = ("diffusers", "transformers", "safetensors")
     loads_weights = False  # the Wan VAE and the prompt / image encoders are not read yet (module docstring)
 
@@ -329,29 +353,33 @@ class WanDiTGenerator(NeuralGenerator):
         self.context = self.dit.context(text, clip)  # 1 x 769 x C
         self.sigmas = shifted_sigmas(self.steps)
         self.ahead = torch.zeros((0, 3, s, s), device=dev)  # frames generated, not yet handed out
-        self.pending = torch.zeros((0, self.cfg.audio_dim), device=dev)  # audio of the frames from ``made`` on
+        self.pending = torch.zeros((0, d.audio_layers, d.audio_dim), device=dev)  # audio of frames from ``made`` on
         self.fed = 0  # frames whose audio has arrived
         self.made = 0  # frames generated (whole windows)
 
-    def audio_tokens(self, feats: torch.Tensor) -> torch.Tensor:
-        """window_frames x 2 x 768 (wav2vec2 at 50 Hz, two per output frame) -> F x 32 x 768: each latent frame's
-        32 audio frames centred on its output frames."""
-        a = feats.reshape(-1, feats.shape[-1])  # 2 W x 768
-        centres = [0] + [4 * j - 1.5 for j in range(1, self.latent_frames)]  # output-frame centre of latent frame j
-        idx = torch.stack([(torch.arange(AUDIO_TOKENS) - AUDIO_TOKENS // 2 + int(round(2 * c))).clamp(0, len(a) - 1)
-                           for c in centres])
-        return a[idx.to(a.device)]
+    def audio_windows(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """window_frames x 12 x 768 -> the first latent frame's 1 x 5 windows and the others' (F - 1) x 8 (the
+        release's 5-frame windows, clamped at the edges, and its ``get_ai2v_audio``)."""
+        n = feats.shape[0]
+        half = AUDIO_WINDOW // 2
+        idx = (torch.arange(n)[:, None] + torch.arange(-half, half + 1)[None]).clamp(0, n - 1).to(feats.device)
+        win = feats[idx]  # n x 5 x 12 x 768
+        first = win[:1][None]  # 1 x 1 x 5 x 12 x 768
+        groups = win[1:].view(-1, 4, AUDIO_WINDOW, *feats.shape[1:])  # (F - 1) x 4 x 5 x 12 x 768
+        latter = torch.cat([groups[:, 0, :half + 1], groups[:, 1:-1, half], groups[:, -1, half:]], dim=1)
+        return first, latter[None]  # ..., 1 x (F - 1) x 8 x 12 x 768
 
     def run_window(self, feats: torch.Tensor) -> torch.Tensor:
-        """One window: window_frames x 2 x 768 audio -> window_frames x 3 x S x S frames, 0..255."""
-        audio = self.audio_tokens(feats.to(self.device, self.dtype))[None]  # 1 x F x 32 x 768
-        audio2 = torch.cat([audio, torch.zeros_like(audio)])  # guidance: audio on / off
+        """One window: window_frames x 12 x 768 audio -> window_frames x 3 x S x S frames, 0..255."""
+        first, latter = self.audio_windows(feats.to(self.device, self.dtype))
+        first2 = torch.cat([first, torch.zeros_like(first)])  # guidance: audio on / off (the release's zeros)
+        latter2 = torch.cat([latter, torch.zeros_like(latter)])
         ctx2 = self.context.expand(2, -1, -1)
         x = self.noise
         for s0, s1 in zip(self.sigmas[:-1], self.sigmas[1:]):
             inp = torch.cat([x, self.y], dim=1).expand(2, -1, -1, -1, -1)
             t = torch.full((2,), s0 * 1000.0, device=self.device)
-            v = self.fns["dit"](inp, t, ctx2, audio2)
+            v = self.fns["dit"](inp, t, ctx2, first2, latter2)
             v = v[1:] + 2.0 * (v[:1] - v[1:])  # audio guidance 2
             x = x + (s1 - s0) * v
         video = self.fns["vae_decoder"](x)  # 1 x 3 x W x H x W
@@ -365,15 +393,15 @@ class WanDiTGenerator(NeuralGenerator):
         b = features.shape[0]
         late = max(0, self.made - self.fed)
         self.fed += b
-        fresh = features[late:].reshape(-1, features.shape[-1]).to(self.device).float()  # 2 rows per frame
+        fresh = features[late:].reshape(-1, *self.pending.shape[1:]).to(self.device).float()  # one row per frame
         self.pending = torch.cat([self.pending, fresh])
         while self.ahead.shape[0] < b:
-            need = 2 * self.window_frames
+            need = self.window_frames
             feats = self.pending[:need]
-            feats = torch.cat([feats, feats.new_zeros(need - feats.shape[0], feats.shape[1])])
+            feats = torch.cat([feats, feats.new_zeros(need - feats.shape[0], *feats.shape[1:])])
             self.pending = self.pending[need:]
             self.made += self.window_frames
-            self.ahead = torch.cat([self.ahead, self.run_window(feats.view(self.window_frames, 2, -1))])
+            self.ahead = torch.cat([self.ahead, self.run_window(feats)])
         out, self.ahead = self.ahead[:b], self.ahead[b:]
         return out
 
@@ -381,10 +409,11 @@ class WanDiTGenerator(NeuralGenerator):
         h = self.settings.size_px // 8
         x = torch.zeros((2, self.cfg.in_dim, self.latent_frames, h, h), device=self.device, dtype=self.dtype)
         t = torch.zeros(2, device=self.device)
-        audio = torch.zeros((2, self.latent_frames, AUDIO_TOKENS, self.cfg.audio_dim), device=self.device,
-                            dtype=self.dtype)
-        return [CompileTarget("dit", self.dit, (x, t, self.context.expand(2, -1, -1).contiguous(), audio),
-                              dynamic_batch=False)]
+        first, latter = self.audio_windows(torch.zeros((self.window_frames, self.cfg.audio_layers,
+                                                        self.cfg.audio_dim), device=self.device, dtype=self.dtype))
+        return [CompileTarget("dit", self.dit, (x, t, self.context.expand(2, -1, -1).contiguous(),
+                                                first.expand(2, -1, -1, -1, -1).contiguous(),
+                                                latter.expand(2, -1, -1, -1, -1).contiguous()), dynamic_batch=False)]
 
 
 class Wan14BGenerator(WanDiTGenerator):

@@ -44,9 +44,10 @@ def test_wan_dit_one_forward_at_size(size, tokens, record_property):
     gen = _open("wan2.1-1.3b", size, batch=81)
     h = size // 8
     x = torch.randn((2, 36, 21, h, h), device="cuda", dtype=torch.bfloat16)
-    audio = torch.randn((2, 21, 32, 768), device="cuda", dtype=torch.bfloat16)
+    first, latter = gen.audio_windows(torch.randn((81, 12, 768), device="cuda", dtype=torch.bfloat16))
     with torch.inference_mode():
-        v = gen.fns["dit"](x, torch.full((2,), 500.0, device="cuda"), gen.context.expand(2, -1, -1), audio)
+        v = gen.fns["dit"](x, torch.full((2,), 500.0, device="cuda"), gen.context.expand(2, -1, -1),
+                           first.expand(2, -1, -1, -1, -1), latter.expand(2, -1, -1, -1, -1))
     assert v.shape == (2, 16, 21, h, h) and torch.isfinite(v).all()
     assert 21 * (h // 2) ** 2 == tokens  # ENGINES.md's token counts
     peak = torch.cuda.max_memory_allocated() / 2 ** 30
@@ -69,9 +70,10 @@ def test_wan_14b_twin_fits_or_says_so():
     gen = _open("wan2.1-14b", 288, batch=81)
     h = 288 // 8
     x = torch.randn((2, 36, 21, h, h), device="cuda", dtype=torch.bfloat16)
-    audio = torch.randn((2, 21, 32, 768), device="cuda", dtype=torch.bfloat16)
+    first, latter = gen.audio_windows(torch.randn((81, 12, 768), device="cuda", dtype=torch.bfloat16))
     with torch.inference_mode():
-        v = gen.fns["dit"](x, torch.full((2,), 500.0, device="cuda"), gen.context.expand(2, -1, -1), audio)
+        v = gen.fns["dit"](x, torch.full((2,), 500.0, device="cuda"), gen.context.expand(2, -1, -1),
+                           first.expand(2, -1, -1, -1, -1), latter.expand(2, -1, -1, -1, -1))
     assert v.shape == (2, 16, 21, h, h)
     gen.close()
 

@@ -196,6 +196,20 @@ def _onnx_hubert(path, out_dim: int = 1024) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
+def test_wav2vec2_layer_outputs_end_where_the_transformers_encoder_ends():
+    pytest.importorskip("transformers", reason=EXTRA)
+    enc = ae.Wav2Vec2Base(config=dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                                      intermediate_size=32, conv_dim=[16] * 7), seed=1)
+    hidden = torch.randn(1, 20, 32)
+    with torch.inference_mode():
+        states = enc.layer_outputs(hidden)
+        ref = enc.model.encoder(hidden).last_hidden_state
+    assert len(states) == 2
+    torch.testing.assert_close(states[-1], ref)
+    f = enc.encode_window(_speech_like(ae.WINDOW_S + 2 * ae.CONTEXT_S))
+    assert f.shape == (70, 2, 32)  # 2.8 s at the video rate, every layer
+
+
 def test_ditto_hubert_onnx(tmp_path):
     path = tmp_path / "hubert_streaming_fix_kv.onnx"
     _onnx_hubert(path)

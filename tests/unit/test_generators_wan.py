@@ -16,22 +16,25 @@ from safetensors.torch import save_file  # noqa: E402
 from studio.generators import wan_dit as wd  # noqa: E402
 
 SMALL = wd.WanConfig(dim=64, ffn_dim=128, num_heads=4, num_layers=2, text_dim=32, clip_dim=32, audio_dim=16,
-                     vae_base_dim=8)
+                     audio_layers=3, audio_hidden=16, vae_base_dim=8)
 
 
 def test_release_shapes_and_keys():
     with torch.device("meta"):
         dit = wd.WanAudioDiT(wd.WAN_1_3B)
     keys = dit.state_dict()
-    # EchoMimicV3's transformer (Wan2.1-Fun 1.3B InP + audio cross-attention), original Wan names
+    # EchoMimicV3-flash's transformer (Wan2.1-Fun 1.3B InP + audio cross-attention), original Wan names
     assert keys["patch_embedding.weight"].shape == (1536, 36, 1, 2, 2)
     assert keys["blocks.29.cross_attn.k_audio.weight"].shape == (1536, 1536)
-    assert "blocks.0.cross_attn.k_audio.bias" not in keys
+    assert keys["blocks.0.cross_attn.q_audio.bias"].shape == (1536,)
     assert keys["blocks.0.ffn.0.weight"].shape == (8960, 1536)
-    assert keys["audio2token.proj.weight"].shape == (1536, 768)
+    assert keys["audio_injection.proj1.weight"].shape == (512, 5 * 12 * 768)
+    assert keys["audio_injection.proj1_vf.weight"].shape == (512, 8 * 12 * 768)
+    assert keys["audio_injection.proj3.weight"].shape == (32 * 1536, 512)
     assert keys["img_emb.proj.3.weight"].shape == (1536, 1280)
     assert keys["head.head.weight"].shape == (64, 1536)
-    assert 1.70e9 < param_count(dit) < 1.71e9  # 1.39 G of Wan-1.3B + image and audio cross-attention
+    n = param_count(dit)
+    assert 1.86e9 < n < 1.87e9, n  # Wan-1.3B's 1.39 G + image and audio cross-attention + the audio projection
     assert wd.WINDOW_FRAMES == 81
 
 
@@ -44,9 +47,9 @@ def test_dit_loader_round_trip_and_errors(tmp_path):
     x = torch.randn(1, 36, 2, 8, 8)
     t = torch.tensor([500.0])
     ctx = dit.context(torch.randn(1, wd.TEXT_TOKENS, 32), torch.randn(1, wd.CLIP_TOKENS, 32))
-    audio = torch.randn(1, 2, wd.AUDIO_TOKENS, 16)
+    first, latter = torch.randn(1, 1, 5, 3, 16), torch.randn(1, 1, 8, 3, 16)
     with torch.inference_mode():
-        a, b = dit(x, t, ctx, audio), loaded(x, t, ctx, audio)
+        a, b = dit(x, t, ctx, first, latter), loaded(x, t, ctx, first, latter)
     assert a.shape == (1, 16, 2, 8, 8) and torch.equal(a, b)
     state = dit.state_dict()
     state["head.head.weight"] = torch.zeros(32, 64)
@@ -80,14 +83,24 @@ def test_one_window_per_window_frames():
     calls = []
     eager = g.fns["dit"]
     g.install_engine("dit", lambda *a: calls.append(a[0].shape) or eager(*a))
-    first = g.generate(motion(3), torch.randn(3, 2, 16))
+    first = g.generate(motion(3), torch.randn(3, 3, 16))
     assert first.shape == (3, 3, 64, 64) and len(calls) == 2  # one window: 2 steps, each one batch of 2 passes
     assert calls[0] == (2, 36, 2, 8, 8)
-    g.generate(motion(2), torch.randn(2, 2, 16))
+    g.generate(motion(2), torch.randn(2, 3, 16))
     assert len(calls) == 2  # the window's remaining 2 frames
-    g.generate(motion(1), torch.randn(1, 2, 16))
+    g.generate(motion(1), torch.randn(1, 3, 16))
     assert len(calls) == 4
     assert g.made == 10 and g.fed == 6 and g.pending.shape[0] == 0  # the second window heard frame 5's audio
+
+
+def test_audio_windows_follow_the_release():
+    g = wd.WanDiTGenerator(SMALL, latent_frames=3)  # 9 output frames
+    feats = torch.arange(9, dtype=torch.float32)[:, None, None].expand(9, 3, 16)
+    first, latter = g.audio_windows(feats)
+    assert first[0, 0, :, 0, 0].tolist() == [0, 0, 0, 1, 2]  # frame 0's window, clamped
+    # latent frame 1 = output frames 1..4: frame 1's window up to its centre, the centres of 2 and 3, frame 4's on
+    assert latter[0, 0, :, 0, 0].tolist() == [0, 0, 1, 2, 3, 4, 5, 6]
+    assert latter[0, 1, :, 0, 0].tolist() == [3, 4, 5, 6, 7, 8, 8, 8]
 
 
 def test_late_audio_is_dropped_and_windows_stay_aligned():
@@ -96,7 +109,7 @@ def test_late_audio_is_dropped_and_windows_stay_aligned():
     heard = []
     run = g.run_window
     g.run_window = lambda feats: heard.append(feats[:, 0, 0].clone()) or run(feats)
-    frame_id = torch.arange(12, dtype=torch.float32)[:, None, None].expand(12, 2, 16)  # audio of frame k = k
+    frame_id = torch.arange(12, dtype=torch.float32)[:, None, None].expand(12, 3, 16)  # audio of frame k = k
     g.generate(motion(3), frame_id[0:3] + 1)
     g.generate(motion(4), frame_id[3:7] + 1)
     g.generate(motion(5), frame_id[7:12] + 1)
