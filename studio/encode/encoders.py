@@ -289,11 +289,12 @@ class StreamEncoder:
         if pix not in _PIX_FORMATS:
             raise ValueError(f"pictures come as one of {', '.join(_PIX_FORMATS)}, not {pix!r}")
         if self._video is None:
-            # YUV from the core goes to the encoder as it is (libx264 takes I420 and NV12, NVENC NV12)
-            if self.choice.kind is VideoEncoderKind.NVENC:
-                self._pix_fmt = "nv12"
+            # YUV from the core goes to the encoder as it is (libx264 and NVENC take both I420 and NV12); RGB is
+            # converted to what the encoder reads natively
+            if pix != "rgb24":
+                self._pix_fmt = pix
             else:
-                self._pix_fmt = pix if pix != "rgb24" else "yuv420p"
+                self._pix_fmt = "nv12" if self.choice.kind is VideoEncoderKind.NVENC else "yuv420p"
             self._video = self._open_video(self._pix_fmt)
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(picture), format=pix)
         if pix != self._pix_fmt:
