@@ -233,7 +233,8 @@ def test_pbm_closure_closes_the_lips_on_pbm_frames_only_and_leaves_the_model_alo
     from studio.speech.visemes import Viseme
 
     m, k = _tiny(), int(Viseme.PBM)
-    base = NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0, vad_gate=False, pbm_closure=False)
+    base = NeuralSettings(backend=Backend.TORCH, fingerprint_capacity=0, vad_gate=False, pbm_closure=False,
+                          pbm_threshold=0.0)  # the top viseme alone
     audio = (0.1 * np.random.default_rng(8).standard_normal(16000 * 2)).astype(np.float32)
     lp = np.log(NeuralMotionEngine(base, model=m).motion(audio).viseme_probs)
     with torch.no_grad():  # p/b/m's logit raised by the median gap to the best class: it wins on about half the frames

@@ -219,23 +219,62 @@ def close_lips(part: np.ndarray, vis: np.ndarray, probs: np.ndarray, clip_frames
     return out
 
 
-def closure_sweep(dump: Path) -> list[dict]:
+def closure_sweep(dump: Path, bias: np.ndarray | None = None) -> list[dict]:
     """Every (tau, hold) candidate of the p/b/m decoding rule (metrics.json experiments_session10) scored on a dump of
-    ``evaluate --no-pbm-closure --dump``: p/b/m closure, closure on other speech frames and on open vowels."""
+    ``evaluate --no-pbm-closure --dump``: p/b/m closure, closure on other speech frames and on open vowels. With
+    ``bias``: on the calibrated visemes and probabilities (``calibrated``)."""
     z = np.load(dump)
     ref, cls = z["ref"], z["cls"]
+    vis, probs = z["neural_vis"], z["neural_probs"]
+    if bias is not None:
+        vis, probs = calibrated(vis, probs, bias)
     pbm = ref == int(Viseme.PBM)
     other = (ref != int(Viseme.SIL)) & ~pbm
     open_ = cls == int(PhoneClass.OPEN)
     rows = []
     for tau in PBM_TAUS:
         for hold in PBM_HOLDS:
-            part = close_lips(z["neural_part"], z["neural_vis"], z["neural_probs"], z["clip_frames"], tau, hold)
+            part = close_lips(z["neural_part"], vis, probs, z["clip_frames"], tau, hold)
             rows.append({"tau": tau, "hold": hold, "pbm_closure": float((part[pbm] < CLOSED_PART).mean()),
                          "closed_other_speech": float((part[other] < CLOSED_PART).mean()),
                          "closed_open_vowels": float((part[open_] < CLOSED_PART).mean()),
                          "part_pbm_over_open": float(part[pbm].mean() / max(part[open_].mean(), 1e-9))})
     return rows
+
+
+def calibrated(vis: np.ndarray, probs: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Visemes and probabilities with a per-class offset on the log-probabilities; frames the VAD gate put to rest
+    (viseme SIL whatever the head said) stay SIL, as in the engine."""
+    lp = np.log(np.maximum(probs, 1e-12)) + bias[None, :]
+    out = np.where(vis == int(Viseme.SIL), int(Viseme.SIL), lp.argmax(1))
+    e = np.exp(lp - lp.max(1, keepdims=True))
+    return out, e / e.sum(1, keepdims=True)
+
+
+def fit_viseme_bias(dump: Path, passes: int = 5) -> tuple[np.ndarray, list[float]]:
+    """The calibration of the rule in metrics.json experiments_session10 (rule_viseme_calibration): coordinate ascent on
+    viseme accuracy over per-class log-probability offsets in -3..3 (steps of 0.1); returns the offsets and the
+    accuracy after each pass."""
+    z = np.load(dump)
+    ref, vis, lp = z["ref"], z["neural_vis"], np.log(np.maximum(z["neural_probs"], 1e-12))
+    gated = vis == int(Viseme.SIL)
+    grid = np.round(np.arange(-30, 31) / 10.0, 1)
+    bias = np.zeros(lp.shape[1])
+
+    def accuracy(b: np.ndarray) -> float:
+        return float((np.where(gated, int(Viseme.SIL), (lp + b).argmax(1)) == ref).mean())
+
+    best, history = accuracy(bias), []
+    for _ in range(passes):
+        for k in range(len(bias)):
+            for v in grid:
+                trial = bias.copy()
+                trial[k] = v
+                a = accuracy(trial)
+                if a > best + 1e-12:
+                    best, bias = a, trial
+        history.append(best)
+    return bias, history
 
 
 def held_out_frames(folder: Path, prefix: str = "", weights: Path | None = None,
@@ -276,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--sweep", type=Path, metavar="DUMP", help="no engine run: score the p/b/m closure candidates on a "
                    "dump written by --no-pbm-closure --dump")
+    p.add_argument("--calibrate", type=Path, metavar="DUMP", help="no engine run: fit the per-class viseme offsets "
+                   "(rule_viseme_calibration) on a dump and score the closure candidates with them")
     p.add_argument("--weights", type=Path, help="default: the shipped weights")
     p.add_argument("--dump", type=Path, help="also save the scored frames (reference, both engines) as .npz")
     p.add_argument("--no-vad-gate", action="store_true", help="the neural engine without its VAD gate")
@@ -283,6 +324,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="close the lips where the viseme head says p/b/m (default: the engine's setting)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.calibrate:
+        bias, history = fit_viseme_bias(args.calibrate)
+        out = {"bias": [round(float(b), 1) for b in bias], "accuracy_per_pass": history,
+               "closure_sweep": closure_sweep(args.calibrate, bias)}
+        print(json.dumps(out, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=1))
+        return 0
     if args.sweep:
         rows = closure_sweep(args.sweep)
         print(json.dumps(rows, indent=1))
