@@ -179,4 +179,8 @@ class NeuralGenerator(Generator):
         self.fns[name] = fn
 
     def close(self) -> None:
+        """Drop the modules and tensors (a closed engine holds no GPU memory once collected)."""
         self.fns = {}
+        for k, v in list(vars(self).items()):
+            if isinstance(v, (torch.nn.Module, torch.Tensor)) or k in ("sampler", "paste"):
+                setattr(self, k, None)

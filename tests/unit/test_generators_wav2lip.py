@@ -64,3 +64,10 @@ def test_unexpected_key_is_refused(tmp_path):
     torch.save({"state_dict": state}, tmp_path / "wav2lip.pth")
     with pytest.raises(ModelLoadError, match="unexpected key 'extra.weight'"):
         Wav2LipGenerator().open(small_anchor(), GeneratorSettings(size_px=64, weights_dir=tmp_path))
+
+
+def test_close_drops_the_modules():
+    g = Wav2LipGenerator()
+    g.open(small_anchor(), GeneratorSettings(size_px=64))
+    g.close()
+    assert g.net is None and g.face_in is None and g.fns == {} and g.compile_targets() == []
