@@ -61,6 +61,17 @@ def _encoders() -> list[str] | dict[str, str]:
         return {"error": str(exc)}
 
 
+def _live_outputs() -> dict[str, Any]:
+    """The encoder the live outputs use and why (NVENC: available or the reason), and the virtual camera."""
+    try:
+        from studio.encode.encoders import encoder_report
+        from studio.encode.virtualcam import virtualcam_status
+
+        return {"encoders": encoder_report(), "virtual_camera": virtualcam_status()[1]}
+    except Exception as exc:  # doctor reports whatever fails instead of failing itself
+        return {"error": str(exc)}
+
+
 def _onnxruntime() -> dict[str, Any]:
     try:
         import onnxruntime as ort
@@ -111,6 +122,7 @@ def collect() -> dict[str, Any]:
         "audio": _audio_devices(),
         "voices": _voices(),
         "video_encoders": _encoders(),
+        "live_outputs": _live_outputs(),
         "onnxruntime": _onnxruntime(),
         "tensorrt": _tensorrt(),
         "engines": _engines(),
@@ -130,6 +142,10 @@ def format_report(r: dict[str, Any]) -> str:
         f"voices        {', '.join(r['voices']) if isinstance(r['voices'], list) else r['voices']['error']}",
         f"encoders      {', '.join(r['video_encoders']) if isinstance(r['video_encoders'], list) else r['video_encoders']['error']}",
     ]
+    live = r.get("live_outputs", {})
+    lines += [f"live encode   {line}" for line in live.get("encoders", [])] or [f"live encode   {live.get('error')}"]
+    if "virtual_camera" in live:
+        lines.append(f"virtual cam   {live['virtual_camera']}")
     ort = r["onnxruntime"]
     lines.append(f"onnxruntime   {ort.get('version', '')} providers: {', '.join(ort.get('providers', [])) or ort.get('error')}")
     trt = r["tensorrt"]

@@ -174,3 +174,12 @@ def test_webcodecs_page_decodes_the_stream_in_chromium() -> None:
     assert report["fps"] > 0 and report["latency_ms"] > 0  # measured and sent back (values: the check script)
     assert report["beeps"] >= 2
     assert -125 <= report["stream_av_offset_ms"] <= 45  # the decoded flashes against the decoded beeps
+
+
+def test_doctor_says_which_encoder_the_outputs_use_and_why() -> None:
+    from studio.doctor import collect, format_report
+
+    text = format_report(collect())
+    assert "live encode   NVENC (PyAV h264_nvenc): " in text  # "available: ..." or "unavailable: <reason>"
+    assert "live encode   streams and recordings use: " in text
+    assert "virtual cam   " in text
