@@ -19,6 +19,10 @@ batch of 2), over (size / 16)^2 tokens per latent frame (patch 1 x 2 x 2 on the 
 the portrait's CLIP tokens (257) and the latent frame's 32 audio tokens, a feed-forward; then the Wan VAE decodes
 the window (diffusers ``AutoencoderKLWan``, random weights).
 
+Sizes: ``native_px`` 1024 is the size a 1080p program is generated at without the pyramidal route (the release's
+own default is 768 x 768; any multiple of 16 works); ``pyramidal_px`` 288 is the small size the pyramidal route
+generates at before the core upscales.
+
 What is left out in this phase, said plainly: with real weights the engine also needs the Wan VAE's own file
 (``Wan2.1_VAE.pth``, original key names), the UMT5-XXL prompt encoder and the open-CLIP-H image encoder of the
 release; none is read yet, so ``open`` with a weights folder loads and checks the DiT and then refuses with a
@@ -295,7 +299,7 @@ class WanDiTGenerator(NeuralGenerator):
     info = GeneratorInfo(
         name="wan2.1-1.3b", label="EchoMimicV3-flash (Wan2.1 1.3B DiT)",
         family="video DiT (flow matching, 8 steps x 2 CFG)",
-        native_px=512, pyramidal_px=288, audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW,
+        native_px=1024, pyramidal_px=288, audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW,
         batch_sizes=(WINDOW_FRAMES,), compile_backends=("inductor", "cuda_graphs"),
         weights=(DIT_WEIGHTS,), licence="Apache-2.0 (EchoMimicV3 and Wan2.1)",
         needs_gpu_reason="one 81-frame window is 8 steps x 2 passes of a 1.4 G-parameter DiT over 6,804 to 86,016 "
@@ -419,7 +423,7 @@ class WanDiTGenerator(NeuralGenerator):
 class Wan14BGenerator(WanDiTGenerator):
     info = GeneratorInfo(
         name="wan2.1-14b", label="FantasyTalking2-class (Wan2.1 14B DiT)",
-        family="video DiT (flow matching, 8 steps x 2 CFG)", native_px=512, pyramidal_px=288,
+        family="video DiT (flow matching, 8 steps x 2 CFG)", native_px=1024, pyramidal_px=288,
         audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW, batch_sizes=(WINDOW_FRAMES,),
         compile_backends=("inductor", "cuda_graphs"), weights=(),
         licence="no public weights (paper arXiv 2508.11255): a timing twin only",
