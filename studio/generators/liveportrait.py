@@ -158,6 +158,12 @@ class Hourglass(nn.Module):
         return self.decoder(self.encoder(x))
 
 
+def grid_sample_fp32(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+    """grid_sample computed in fp32 whatever the model's dtype, as the releases get it under autocast (which runs
+    grid_sample in fp32): half-precision sampling coordinates are off by up to a pixel at 64 px."""
+    return F.grid_sample(x.float(), grid.float(), align_corners=False).to(x.dtype)
+
+
 def coordinate_grid(d: int, h: int, w: int, ref: torch.Tensor) -> torch.Tensor:
     """d x h x w x 3 (x, y, z) in -1..1."""
     x = 2 * torch.arange(w, dtype=ref.dtype, device=ref.device) / (w - 1) - 1
@@ -189,7 +195,7 @@ class DenseMotionNetwork(nn.Module):
         driving_to_source = grid - kp_driving.view(bs, k, 1, 1, 1, 3) + kp_source.view(bs, k, 1, 1, 1, 3)
         sparse = torch.cat([grid.expand(bs, 1, d, h, w, 3), driving_to_source], dim=1)  # B x K+1 x d x h x w x 3
         feat = feature[:, None].expand(bs, k + 1, c, d, h, w).reshape(bs * (k + 1), c, d, h, w)
-        deformed = F.grid_sample(feat, sparse.reshape(bs * (k + 1), d, h, w, 3), align_corners=False)
+        deformed = grid_sample_fp32(feat, sparse.reshape(bs * (k + 1), d, h, w, 3))
         deformed = deformed.view(bs, k + 1, c, d, h, w)
         g = grid.view(1, 1, d, h, w, 3)
 
@@ -320,7 +326,7 @@ class WarpingNetwork(nn.Module):
 
     def forward(self, feature_3d, kp_source, kp_driving):
         deformation, occlusion = self.dense_motion_network(feature_3d, kp_driving, kp_source)
-        out = F.grid_sample(feature_3d, deformation, align_corners=False)  # B x 32 x 16 x 64 x 64
+        out = grid_sample_fp32(feature_3d, deformation)  # B x 32 x 16 x 64 x 64
         b, c, d, h, w = out.shape
         return self.fourth(self.third(out.view(b, c * d, h, w))) * occlusion
 
