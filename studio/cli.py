@@ -135,18 +135,15 @@ def core_settings_from(args: argparse.Namespace, live: bool = False):
     from studio.pipeline.settings import CoreSettings, Optimization
     from studio.presenter.renderer import resolve_device
 
+    from studio.validate import check_fps, check_render_memory, check_seed, check_size
+
     device = str(resolve_device(args.device))
-    fps = float(args.fps)
-    if fps not in FRAME_RATES:
-        raise InputError(f"--fps {args.fps:g} is not offered: use 25, 30, 50 or 60.")
+    fps = check_fps(args.fps, FRAME_RATES)
     if args.canvas:
         layout, size, height = Layout.CANVAS, 512, {"720p": 720, "1080p": 1080}[args.canvas]
     else:
         layout, height = Layout.SQUARE, 720
-        size = 512 if args.size is None else int(args.size)
-        if not 64 <= size <= 2160 or size % 2:
-            raise InputError(f"--size {size} is out of range: use an even number of pixels from 64 to 2160 (or "
-                             "--canvas 720p / 1080p).")
+        size = check_size(512 if args.size is None else args.size)
     if args.optimizations is None and live:
         from studio.pipeline.live import live_optimizations
 
@@ -159,8 +156,7 @@ def core_settings_from(args: argparse.Namespace, live: bool = False):
             raise InputError(f"--key-fps {args.key_fps:g} must divide --fps {fps:g} (e.g. {fps / 2:g} or "
                              f"{fps / 4:g}).")
         stride = int(round(fps / args.key_fps))
-    if args.seed < 0:
-        raise InputError(f"--seed {args.seed} is negative: use 0 or a positive whole number.")
+    check_seed(args.seed)
     from studio.pipeline.roles import GENERATORS
 
     if args.engine not in GENERATORS.names():
@@ -170,9 +166,13 @@ def core_settings_from(args: argparse.Namespace, live: bool = False):
     chunk = 1 if live else 8
     if live and Optimization.FRAME_INTERPOLATION in opts:
         chunk = stride
-    return CoreSettings(size_px=size, layout=layout, canvas_height_px=height, fps=fps, device=device,
+    core = CoreSettings(size_px=size, layout=layout, canvas_height_px=height, fps=fps, device=device,
                         engine=args.engine, optimizations=opts, key_stride=stride, chunk_frames=chunk,
                         batch_frames=8, seed=args.seed)
+    from studio.pipeline.factory import presenter_px
+
+    check_render_memory(presenter_px(core), core.output_size, core.batch_frames, device=device)
+    return core
 
 
 def _background(args: argparse.Namespace) -> Path | None:
@@ -203,32 +203,26 @@ def _canvas_style(args: argparse.Namespace):
     return CanvasStyle(background_image=path) if path else None
 
 
-def _check_out(path: Path) -> None:
-    import os
-
-    from studio.errors import OutputPathError
-
-    if path.suffix.lower() != ".mp4":
-        raise InputError(f"The output must be an .mp4 file, got {path.name}: use --out NAME.mp4.")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise OutputPathError(f"The folder {folder} does not exist: create it or choose another --out path.")
-    if not os.access(folder, os.W_OK):
-        raise OutputPathError(f"Cannot write to {folder}: choose a folder you have write permission for.")
-    if path.is_dir():
-        raise OutputPathError(f"{path} is a folder: give a file name ending in .mp4.")
+def _announce(notes) -> None:
+    """One line per partial recording found and recovered (or removed) before a new file is written."""
+    for note in notes:
+        message, path = note.as_pair()
+        sys.stderr.write(f"note: {message}\n")
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
     from studio.pipeline.render import RenderRequest, render_segment
 
+    from studio.validate import check_output_path, check_timings_path
+
+    inputs = [args.audio, args.anchor, args.script]
+    check_output_path(args.out, inputs=inputs)
+    check_timings_path(args.timings, args.out, inputs=inputs)
+    if args.audio is not None:  # a bad header is refused now, before torch loads (seconds on a small machine)
+        from studio.audio.io import probe_audio
+
+        probe_audio(args.audio)
     core = core_settings_from(args)
-    _check_out(args.out)
-    if args.timings is not None:
-        if args.timings.resolve() == args.out.resolve():
-            raise InputError("--timings and --out name the same file: give the timings their own .json name.")
-        if not (args.timings.parent if str(args.timings.parent) else Path(".")).is_dir():
-            raise InputError(f"The folder of --timings {args.timings} does not exist: create it or choose another.")
     style = _canvas_style(args)
     text = args.text
     if args.script is not None:
@@ -242,6 +236,9 @@ def _cmd_render(args: argparse.Namespace) -> int:
         from studio.speech import check_request
 
         check_request(text, args.voice)
+    from studio.encode.recovery import recover_for_output
+
+    _announce(recover_for_output(args.out))
     req = RenderRequest(out_path=args.out, text=text, audio_path=args.audio, anchor_path=args.anchor,
                         voice=args.voice, title=args.title, core=core, timings_path=args.timings,
                         audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
@@ -254,6 +251,8 @@ def _cmd_render(args: argparse.Namespace) -> int:
             show(p.stage, p.fraction, p.message)
     except StopIteration as stop:
         result = stop.value
+    for w in result.warnings:
+        sys.stderr.write(f"warning: {w}\n")
     rtf = result.real_time_factors()
     rep = result.report
     sys.stderr.write(
@@ -267,12 +266,15 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _cmd_live(args: argparse.Namespace) -> int:
     from studio.pipeline.live import print_line, run_live
 
-    seconds = float(args.seconds)
-    if not 0 < seconds <= 24 * 3600:
-        raise InputError(f"--seconds {seconds:g} is out of range: use more than 0 and at most 86400.")
+    from studio.validate import check_output_path, check_seconds
+
+    seconds = check_seconds(args.seconds)
     core = core_settings_from(args, live=True)
     if args.out is not None:
-        _check_out(Path(args.out))
+        check_output_path(Path(args.out), inputs=[args.anchor])
+        from studio.encode.recovery import recover_for_output
+
+        _announce(recover_for_output(Path(args.out)))
     summary = run_live(core, seconds, out=args.out, input_device=args.input, anchor_path=args.anchor,
                        audio_engine=AudioEngine(args.audio_engine), motion_thread=args.motion_thread,
                        say=print_line)

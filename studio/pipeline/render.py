@@ -56,6 +56,7 @@ class RenderResult:
     stage_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
     device: str = "cpu"
     report: object = None  # the core's CoreReport
+    warnings: tuple[str, ...] = ()  # what the user should know (left-out letters, clipping, ...)
 
     def real_time_factors(self) -> dict[str, float]:
         """Stage seconds per second of output (below 1 = faster than real time)."""
@@ -85,17 +86,21 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     yield RenderProgress("speech", 0.0, "synthesizing speech" if req.text is not None else "reading the audio")
     utt: Utterance | None = None
     on_air = OnAir(title=req.title)
+    warnings: tuple[str, ...] = ()
     if req.text is not None:
         from studio.speech import synthesize
 
-        utt = synthesize(req.text, req.voice)
+        utt = synthesize(req.text, req.voice, sample_rate_hz=48000)
+        warnings = tuple(getattr(utt, "warnings", ()))
         item = item_from_utterance(utt, on_air)
     else:
-        from studio.audio.io import load_audio_file
+        from studio.audio.io import load_audio
 
-        analysis, _ = load_audio_file(req.audio_path, 16000)
-        program, rate = load_audio_file(req.audio_path, 48000)
-        item = item_from_audio(program, rate, analysis, on_air)
+        box2: list[RenderProgress] = []
+        decoded = load_audio(req.audio_path, progress=lambda f, m: box2.append(RenderProgress("audio", f, m)))
+        yield from box2[-1:]
+        warnings = tuple(decoded.warnings)
+        item = item_from_audio(decoded.program_48k, 48000, decoded.analysis_16k, on_air)
     stage["speech"] = time.perf_counter() - t0
     if abort():
         raise StudioError("Render cancelled.")
@@ -160,7 +165,7 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         write_timings(req.timings_path, utt)
     n = source.total_slots
     return RenderResult(out_path=out, n_frames=n, fps=s.fps, audio_duration_s=n / s.fps, stage_s=stage,
-                        device=s.device, report=report)
+                        device=s.device, report=report, warnings=warnings)
 
 
 def _render_encode_settings(s: CoreSettings):

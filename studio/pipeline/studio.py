@@ -72,22 +72,13 @@ def recording_name(now: datetime | None = None) -> str:
 
 
 def recover_recordings(folder: Path) -> list[Path]:
-    """Turn partial recordings a crash left in ``folder`` into playable files (see ``studio.encode``)."""
-    from studio.encode import recover_partial
+    """Turn partial recordings a crash left in ``folder`` into visible playable files (``studio.encode.recovery``:
+    never over an existing file; unplayable leftovers removed with a note); returns the recovered files."""
+    from studio.encode.recovery import RecoveryAction, recover_folder
 
-    out: list[Path] = []
     if not folder.is_dir():
-        return out
-    for part in sorted(folder.glob(".*.mp4.part")):
-        target = folder / part.name[1:-len(".part")]
-        try:
-            got = recover_partial(target)
-        except OSError as exc:
-            log.warning("could not recover %s: %s", part, exc)
-            continue
-        if got is not None:
-            out.append(got)
-    return out
+        return []
+    return [n.path for n in recover_folder(folder) if n.action is RecoveryAction.RECOVERED and n.path is not None]
 
 
 def lower_thread_priority(nice: int = 10) -> None:
@@ -600,7 +591,10 @@ class StudioRuntime:
         from studio.pipeline.sources import item_from_utterance
         from studio.speech import SpeechSettings, synthesize
 
-        utt = synthesize(text, voice, SpeechSettings(onnx_threads=1))  # one thread: the other core renders
+        # one thread: the other core renders; 48 kHz: the program's rate
+        utt = synthesize(text, voice, SpeechSettings(onnx_threads=1), sample_rate_hz=48000)
+        for w in getattr(utt, "warnings", ()):
+            self._emit(cmd.Error(f"Segment {row + 1}: {w}"))
         item = item_from_utterance(utt, OnAir(title=title, row=row))
         return item
 
