@@ -17,6 +17,7 @@ import scipy.signal
 
 from studio.pipeline.roles import ProgramBatch, ProgramFormat
 
+_MOTION_PERIOD_FRAMES = 50
 BEEP_HZ = 1000.0
 BEEP_S = 0.03
 
@@ -59,6 +60,7 @@ class SyncSource:
         except ImportError:  # scikit-image is a dependency; without it the gradient alone
             pass
         self._base = np.clip(base, 0, 255).astype(np.uint8)  # H x W x 3
+        self._moving: dict[int, np.ndarray] = {}
 
     # -- the program ------------------------------------------------------------------------------------------------
 
@@ -75,9 +77,13 @@ class SyncSource:
         k = round((t - self.first_flash_s) / self.period_s)
         if k >= 0 and slot == int(np.round((self.first_flash_s + k * self.period_s) * self.fmt.fps)):
             return np.full_like(self._base, 255)
-        dx = round(12 * np.sin(2 * np.pi * 0.4 * t))
-        dy = round(6 * np.sin(2 * np.pi * 0.27 * t))
-        return np.roll(self._base, (dy, dx), axis=(0, 1))
+        phase = slot % _MOTION_PERIOD_FRAMES  # the motion repeats: its pictures are made once (cheap to feed)
+        pic = self._moving.get(phase)
+        if pic is None:
+            u = phase / _MOTION_PERIOD_FRAMES
+            dx, dy = round(12 * np.sin(2 * np.pi * u)), round(6 * np.sin(4 * np.pi * u))
+            pic = self._moving[phase] = np.roll(self._base, (dy, dx), axis=(0, 1))
+        return pic
 
     def audio(self, start: int, end: int) -> np.ndarray:
         """Program samples [start, end) (float32 mono)."""
