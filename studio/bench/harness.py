@@ -182,16 +182,19 @@ def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozens
                keep_core: bool = False):
     """One run of the core over the program; returns its CoreReport and the motion source's stats (and the core,
     its generators still open, with ``keep_core``: the caller closes ``core.pool``)."""
-    from studio.encode.recorder import RecorderOutput
-    from studio.encode.settings import EncodeSettings
     from studio.pipeline.factory import make_core
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.sources import ProgramSource
 
     s = _core_settings(b, opts)
     cuda = b.device.startswith("cuda")
-    out: Output = NullOutput() if cuda else RecorderOutput(tmp / "bench.mp4", fragmented=False, block=True,
-                                                           settings=EncodeSettings(preset="ultrafast"))
+    if cuda:
+        out: Output = NullOutput()
+    else:
+        from studio.encode.recorder import RecorderOutput
+        from studio.encode.settings import EncodeSettings
+
+        out = RecorderOutput(tmp / "bench.mp4", fragmented=False, block=True, settings=EncodeSettings(preset="ultrafast"))
     motion = ProgramMotion(seed=0)
     core = make_core(ProgramSource(_items(program)), motion, s, anchor, [out], on_air=False)
     core.warm()
