@@ -268,3 +268,22 @@ def test_pbm_threshold_closes_where_pbm_is_likely_as_the_evaluation_simulates_it
     expected = close_lips(off.mouth[:, 1], off.visemes, off.viseme_probs, np.array([len(off.visemes)]), tau, 0)
     assert np.array_equal(on.mouth[:, 1], expected)
     assert np.array_equal(on.visemes, off.visemes)
+
+
+def test_an_ensembles_members_come_out_as_weights_files_that_rebuild_it(tmp_path: Path) -> None:
+    from studio.errors import ModelLoadError
+    from studio.neural.training.train import ensemble_members, ensemble_weights
+    from studio.neural.weights import load_weights, save_weights
+
+    singles = []
+    for seed in (1, 2):
+        singles.append(tmp_path / f"s{seed}.pt")
+        save_weights(_tiny_seed(seed), singles[-1], {})
+    ensemble_weights(singles, tmp_path / "ens.pt")
+    members = ensemble_members(tmp_path / "ens.pt", tmp_path / "members")
+    assert [m.name for m in members] == ["member0.pt", "member1.pt"]
+    for single, member in zip(singles, members):
+        a, b = load_weights(single).state_dict(), load_weights(member).state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ModelLoadError):
+        ensemble_members(singles[0], tmp_path / "none")

@@ -355,6 +355,23 @@ def ensemble_weights(paths: list[Path], path: Path) -> dict:
     return info
 
 
+def ensemble_members(path: Path, out: Path) -> list[Path]:
+    """The members of an ensemble weights file written out one by one (``member0.pt``, ...), each a single model's
+    weights file that ``--init`` can fine-tune."""
+    ck = torch.load(path, map_location="cpu", weights_only=True)
+    if "ensemble" not in ck:
+        raise ModelLoadError(f"{path} holds one model, not an ensemble: use it with --init as it is")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k, member in enumerate(ck["ensemble"]):
+        info = (ck.get("metrics", {}).get("members") or [None] * len(ck["ensemble"]))[k]
+        dest = out / f"member{k}.pt"
+        torch.save({"config": member["config"], "state_dict": member["state_dict"],
+                    "metrics": {"member_of": str(path), "index": k, "val_held_out_voices": info}}, dest)
+        paths.append(dest)
+    return paths
+
+
 def train(
     data: Path, out: Path, config: str, minutes: float, device: str, batch: int, lr: float, seed: int,
     augment: Augment = Augment.RECIPE, pbm_weight: float = 1.0, dropout: float | None = None,
@@ -512,8 +529,13 @@ def main(argv: list[str] | None = None) -> int:
                    "(score it on the held-out voices with --init OUT/audio2motion.pt --minutes 0)")
     p.add_argument("--ensemble", type=Path, nargs="+", metavar="WEIGHTS",
                    help="no training: write these weights files as one ensemble to --out/audio2motion.pt")
+    p.add_argument("--members-of", type=Path, metavar="ENSEMBLE",
+                   help="no training: write the members of an ensemble weights file to --out/member0.pt, ...")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.members_of:
+        print(json.dumps([str(x) for x in ensemble_members(args.members_of, args.out)], indent=1))
+        return 0
     if args.average or args.ensemble:
         make = average_weights if args.average else ensemble_weights
         print(json.dumps(make(args.average or args.ensemble, args.out / "audio2motion.pt"), indent=1))
