@@ -81,6 +81,7 @@ class NeuralGenerator(Generator):
 
     requires: tuple[str, ...] = ()  # optional packages (the 'engines' extra) it needs to run
     loads_weights = True  # False: the engine runs only as a timing twin in this version (its docstring says why)
+    pastes_face = False  # True: the network makes a face crop at native_px, pasted into a frame of any size_px
     audio_dirs: tuple[str, ...] = ()  # where the release keeps its audio encoder (Hugging Face layout), first found
 
     def __init__(self) -> None:

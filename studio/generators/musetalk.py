@@ -88,6 +88,7 @@ class MuseTalkGenerator(NeuralGenerator):
         licence="MIT (code and weights); sd-vae-ft-mse: CreativeML OpenRAIL-M")
 
     audio_dirs = (WHISPER_DIR,)
+    pastes_face = True
     requires = ("diffusers", "transformers", "safetensors")
 
     def __init__(self, unet_config: dict | None = None, vae_config: dict | None = None,

@@ -107,6 +107,8 @@ class Wav2LipGenerator(NeuralGenerator):
         batch_sizes=(1, 8, 16, 32, 64, 128), compile_backends=("inductor", "cuda_graphs", "onnxruntime", "tensorrt"),
         weights=WEIGHT_FILES[:1], licence="code and weights: non-commercial (research) use only")
 
+    pastes_face = True
+
     def _build_twin(self) -> None:
         self.net = Wav2LipNet()
 
