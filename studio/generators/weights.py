@@ -30,7 +30,9 @@ def torch_dtype(precision: str, device: torch.device) -> torch.dtype:
 def seeded(seed: int, device: torch.device | None = None) -> Iterator[None]:
     """Build modules under a fixed seed without disturbing the caller's random state (timing twins repeat); with a
     CUDA ``device`` its generator is forked too (modules built on the GPU draw from it)."""
-    cuda = [device] if device is not None and device.type == "cuda" else []
+    cuda = []
+    if device is not None and device.type == "cuda":
+        cuda = [device.index if device.index is not None else torch.cuda.current_device()]
     with torch.random.fork_rng(devices=cuda, device_type="cuda"):
         torch.manual_seed(seed)
         yield
