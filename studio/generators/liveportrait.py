@@ -16,7 +16,7 @@ The modules are shared with Ditto (``studio.generators.ditto``), which loads the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +55,6 @@ class LivePortraitConfig:
     lip_hidden: tuple[int, ...] = (128, 128, 64)
     eye_hidden: tuple[int, ...] = (256, 256, 128, 128, 64)
     num_bins: int = 66
-    extra: dict = field(default_factory=dict)
 
 
 # -- building blocks (names follow the release's modules/util.py) -----------------------------------------------------
