@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # message rather than pip's "No space left on device" halfway through, and keep pip's download cache off (it would
 # hold a second, compressed copy of every wheel).
 export PIP_NO_CACHE_DIR=1
-NEED_MB=${NEWSSTUDIO_SETUP_NEED_MB:-4500}
+NEED_MB=${NEWSSTUDIO_SETUP_NEED_MB:-4800}
 if [ ! -x .venv/bin/python ]; then
   free_mb=$(df -Pm . | awk 'NR==2 {print $4}')
   if [ "${free_mb:-0}" -lt "$NEED_MB" ]; then

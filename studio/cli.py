@@ -301,7 +301,7 @@ def _cmd_gui(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from studio.bench.harness import run_from_args
+    from studio.bench.command import run_from_args
 
     return run_from_args(args)
 

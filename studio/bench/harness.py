@@ -21,7 +21,6 @@ import logging
 import os
 import platform
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -466,32 +465,6 @@ def run_bench(b: BenchSettings, json_path: Path | None = None, progress=print) -
     except OSError as exc:
         log.warning("bench: cannot keep a copy for the HUD: %s", exc)
     return result
-
-
-def run_from_args(args) -> int:
-    """``python main.py bench``: validate, run, print the one-line summary."""
-    from studio.presenter.renderer import resolve_device
-
-    b = defaults_for(str(resolve_device(args.device)))
-    for name, value in (("seconds", args.seconds), ("size_px", args.size), ("fps", args.fps),
-                        ("repeats", args.repeats), ("program", args.program), ("save_program", args.save_program),
-                        ("canvas", args.canvas), ("engine", args.engine),
-                        ("configs", getattr(args, "configs", None))):
-        if value is not None:
-            b = replace(b, **{name: value})
-    if b.seconds <= 0 or b.repeats < 1 or not 64 <= b.size_px <= 2160 or b.size_px % 2 or not 1 <= b.fps <= 120:
-        raise InputError("bench: use --seconds > 0, --repeats >= 1, an even --size of 64..2160 and --fps of 1..120.")
-    if b.program is not None and not b.program.is_file():
-        raise InputError(f"Program file not found: {b.program}. Make one with --save-program on a machine with TTS.")
-    if getattr(args, "leaderboard", False):
-        from studio.bench.leaderboard import run_leaderboard
-
-        return run_leaderboard(b, args.json, progress=lambda m: sys.stderr.write(m + "\n"))
-    result = run_bench(b, args.json, progress=lambda m: sys.stderr.write(m + "\n"))
-    sys.stderr.write(f"plain {result['plain_ms_per_frame']:.3f} ms/frame, optimized "
-                     f"{result['optimized_ms_per_frame']:.3f} ms/frame: compute saved "
-                     f"{100 * result['compute_saved']:.1f}%" + (f"; wrote {args.json}" if args.json else "") + "\n")
-    return 0
 
 
 def _jsonable(x):

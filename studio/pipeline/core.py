@@ -76,8 +76,10 @@ class GeneratorPool:
     def size_for(self, pyramidal: bool) -> int:
         """The size a generator form renders at."""
         info = getattr(self, "info", None)
-        if info is None or info.name == "builtin":
-            return self.presenter_px  # the built-in's pyramidal route is its low-resolution warp field
+        if info is None or info.name == "builtin" or getattr(self, "_pastes_face", False):
+            # the built-in's pyramidal route is its low-resolution warp field; a face-pasting engine (Wav2Lip,
+            # MuseTalk) makes its crop at its own size and pastes it into a frame of any size
+            return self.presenter_px
         native = self.s.native_px or info.native_px or self.presenter_px
         if pyramidal:  # an engine without a smaller size of its own has no pyramidal route
             return info.pyramidal_px or native
@@ -94,13 +96,16 @@ class GeneratorPool:
                 kwargs = {"field_divisor": self.s.field_divisor if pyramidal else 4,
                           "max_interp_error_px_at_512": self.s.max_interp_error_px_at_512}
             gen = self._factory(**kwargs)
+            self._pastes_face = bool(getattr(gen, "pastes_face", False))
             size = self.size_for(pyramidal) if hasattr(self, "info") else (
-                self.presenter_px if self.engine == "builtin" else 0)
+                self.presenter_px if self.engine == "builtin" or self._pastes_face else 0)
             if not size:  # first generator of a heavy engine: its info decides the size
                 size = gen.info.pyramidal_px if pyramidal and gen.info.pyramidal_px else (
                     self.s.native_px or gen.info.native_px or self.presenter_px)
+            sizes = gen.info.batch_sizes  # a DiT generates whole windows: its one batch size is the window
+            batch = sizes[0] if len(sizes) == 1 else self.s.batch_frames
             gen.open(self.anchor, GeneratorSettings(
-                device=self.s.device, size_px=size, precision=self.s.precision, batch_frames=self.s.batch_frames,
+                device=self.s.device, size_px=size, precision=self.s.precision, batch_frames=batch,
                 weights_dir=self.weights_dir, cuda_graphs=graphs, seed=self.s.seed))
             if self._on_open is not None:
                 self._on_open(gen, key)

@@ -34,6 +34,8 @@ def engine_choices() -> list[tuple[str, str, str]]:
         why = ""
         if not row.get("weights_present", row["name"] == "builtin"):
             why = "timing twin only (weights not installed): a twin is never put on air"
+        elif row.get("runs_on_weights") is False:
+            why = "runs only as a timing twin in this version (its release's other files are not read yet)"
         out.append((row["name"], row["label"], why))
     return out
 
