@@ -388,7 +388,8 @@ class WarpRenderer(nn.Module):
         # Tongue: a hump rising behind the lower teeth when the mouth is wide open, lit on top, a groove down the
         # middle.
         profile = (1 - (x_mm / 20.0) ** 2).clamp(min=0).sqrt()  # B x 1 x W: a rounded hump, 40 mm wide
-        tongue_top = edge_l + 0.35 * crown_l * mm - 0.4 * gap_px * wide * profile
+        lower_line = rest_line + (UPPER_EDGE_MM - OVERBITE_MM + 3.0) * mm + jaw_drop  # smooth: no tooth steps
+        tongue_top = lower_line - 0.5 * gap_px * wide * profile
         is_tongue = ((ys - tongue_top) / (3 * soft) + 0.5).clamp(0, 1) * wide * profile.sqrt()
         top_light = torch.exp(-(ys - tongue_top).clamp(min=0) / (3.0 * mm))
         groove = 1 - 0.18 * torch.exp(-((x_mm / 1.5) ** 2))
