@@ -349,9 +349,14 @@ def _export_reason(exc: BaseException) -> str:
     m = re.search(r"(Constraints violated[^\n]*\n[^\n]*)", text)
     if m:
         return "the batch dimension is specialized by the module (" + " ".join(m.group(1).split())[:240] + ")"
-    for line in text.splitlines():
-        if "Error" in line or "error" in line:
-            return line.strip()[:300]
+    where = re.search(r"Caused by: \(([^)]+)\)", text)
+    at = f" at {where.group(1)}" if where else ""
+    if "data-dependent" in text:
+        return (f"the forward depends on tensor values{at} (a data-dependent shape or a Python branch on a tensor: "
+                ".item(), nonzero, `if tensor`); give the module a static-shape path for export")
+    m = re.search(r"## Exception summary\s*\n\s*<class '([^']+)'>: ([^\n]+)", text)
+    if m:
+        return f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2).strip()[:240]}{at}"
     return _first_line(exc)
 
 

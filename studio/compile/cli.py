@@ -159,29 +159,37 @@ def _compile_one(name: str, fp, settings: BuildSettings, args: argparse.Namespac
         gen.close()
 
 
+def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` completed with this module's defaults for the arguments a caller's parser does not define."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_arguments(p)
+    values = vars(p.parse_args([]))
+    values.update(vars(args))
+    return argparse.Namespace(**values)
+
+
 def run_compile(args: argparse.Namespace) -> int:
     """Run the compile subcommand; returns the exit status (errors raise StudioError: one line, status 2)."""
     from studio.compile.builders import backend as backend_of
     from studio.paths import ENGINES
     from studio.pipeline.roles import GENERATORS
 
+    args = _with_defaults(args)
     root = Path(getattr(args, "engines_dir", None) or ENGINES)
-    fp = _fingerprint(getattr(args, "device", "auto"))
-    if getattr(args, "list", False):
+    fp = _fingerprint(args.device)
+    if args.list:
         print(list_text(fp, root))
         return 0
-    if not args.model and not getattr(args, "all", False):
+    if not args.model and not args.all:
         raise InputError("Say what to compile: --model NAME (see --list) or --all.")
     settings = BuildSettings(backend=args.backend, precision=args.precision, batch=args.batch,
-                             inductor_mode=getattr(args, "mode", "default"),
-                             int8_method=getattr(args, "int8", "dynamic"),
-                             timed_calls=max(1, getattr(args, "repeats", 20)),
-                             min_psnr_db=getattr(args, "min_psnr", 0.0))
+                             inductor_mode=args.mode, int8_method=args.int8, timed_calls=max(1, args.repeats),
+                             min_psnr_db=args.min_psnr)
     settings.check()
     reason = backend_of(settings.backend).precision_reasons(fp)[settings.precision]
     if reason is not None:  # one line, before anything is opened or built
         raise CompileError(reason)
-    names = list(GENERATORS.names()) if getattr(args, "all", False) else [args.model]
+    names = list(GENERATORS.names()) if args.all else [args.model]
     if args.model and args.model not in GENERATORS.names():
         raise InputError(f"Unknown engine '{args.model}': use one of {', '.join(GENERATORS.names())}.")
     bar = ProgressBar()
@@ -197,7 +205,7 @@ def run_compile(args: argparse.Namespace) -> int:
             sys.stderr.write(f"skipped {name}: {exc}\n")
     for r in reports:
         print(r.summary())
-    if getattr(args, "json", None):
+    if args.json:
         data = [{"model": r.model, "target": r.target, "backend": r.backend, "precision": r.precision,
                  "batch": r.batch, "arch": r.arch, "engine": str(r.path), "cached": r.cached,
                  "verification": r.verification.as_dict(), "timing": r.timing.as_dict() if r.timing else None,

@@ -286,6 +286,41 @@ def load_engine(entry: cache.CachedEngine, target: "CompileTarget", *, fp: Finge
     return fn
 
 
+@dataclass(frozen=True)
+class Installed:
+    """A cached engine a generator now runs (or why one was not used), for the studio's start-up line."""
+
+    target: str
+    engine: str  # file name ("" when none was used)
+    message: str
+
+
+def install_cached(model: str, gen: "StudioGenerator", precision: str, batch: int, *, backend: str | None = None,
+                   fp: Fingerprint | None = None, root: Path | None = None) -> list[Installed]:
+    """For each compile target of an opened generator: find the ready cached engine for this machine, precision
+    and batch (the fastest, or ``backend``'s), load and re-verify it, and install it with ``install_engine``.
+    A target without one, or whose engine no longer verifies, stays eager; the messages say which and why."""
+    out = []
+    for target in gen.compile_targets():
+        fp_t = fp or fingerprint(str(target_device(target.example_inputs)))
+        entry = cache.find_engine(model, target, precision, batch, backend=backend, fp=fp_t, root=root)
+        if entry is None:
+            out.append(Installed(target.name, "", f"{model}/{target.name}: eager (no ready engine for "
+                                                  f"{fp_t.arch} {PRECISION_LABELS[precision]} b{batch} in the cache)"))
+            continue
+        try:
+            fn = load_engine(entry, target, fp=fp_t)
+        except CompileError as exc:
+            out.append(Installed(target.name, "", f"{model}/{target.name}: eager ({exc})"))
+            continue
+        gen.install_engine(target.name, fn)
+        t = entry.record.get("timing") or {}
+        out.append(Installed(target.name, entry.path.name,
+                             f"{model}/{target.name}: engine {entry.path.name} ({entry.backend}, "
+                             f"{t.get('speedup', float('nan')):.2f}x eager when built)"))
+    return out
+
+
 def compile_generator(model: str, gen: "StudioGenerator", settings: BuildSettings, *, fp: Fingerprint | None = None,
                       root: Path | None = None, abort: threading.Event | None = None, force: bool = False
                       ) -> Generator[Progress, None, list[EngineReport] | None]:

@@ -58,3 +58,33 @@ def test_a_ready_engine_is_not_rebuilt(tmp_path) -> None:
     assert not other.cached
     assert cache.find_engine("tiny", target, "fp32", 4, fp=FP, root=tmp_path) is None
     assert cache.find_engine("tiny", tiny_target(seed=1), "fp32", 4, fp=FP, root=tmp_path) is not None
+
+
+class _FakeGenerator:
+    """The generator side of the contract: compile targets in, engines installed."""
+
+    def __init__(self, target) -> None:
+        self.target = target
+        self.installed = {}
+
+    def compile_targets(self):
+        return [self.target]
+
+    def install_engine(self, name, fn) -> None:
+        self.installed[name] = fn
+
+
+def test_install_cached_picks_the_ready_engine(tmp_path) -> None:
+    from studio.compile.jobs import install_cached
+
+    target = tiny_target()
+    gen = _FakeGenerator(target)
+    before = install_cached("tiny", gen, "fp32", 4, fp=FP, root=tmp_path)
+    assert gen.installed == {} and before[0].engine == "" and "eager" in before[0].message
+    run(compile_target("tiny", target, BuildSettings(backend="onnxruntime", batch=4, timed_calls=2,
+                                                     warmup_calls=0), fp=FP, root=tmp_path))
+    after = install_cached("tiny", gen, "fp32", 4, fp=FP, root=tmp_path)
+    assert after[0].engine == "tiny-net_cpu_fp32_b4.onnx" and "onnxruntime" in after[0].message
+    x = torch.randn(3, 13)
+    with torch.no_grad():
+        assert float((gen.installed["net"](x) - target.module(x)).abs().max()) < 1e-3
