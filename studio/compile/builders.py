@@ -101,6 +101,19 @@ class _Inference:
             return self.fn(*xs)
 
 
+class _GraphSteps:
+    """For Inductor modes that replay CUDA graphs: marks a new step before each call and clones the outputs, which
+    the next replay would overwrite while the pipeline still holds them."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+
+    def __call__(self, *xs):
+        torch.compiler.cudagraph_mark_step_begin()
+        ys = self.fn(*xs)
+        return ys.clone() if isinstance(ys, torch.Tensor) else tuple(y.clone() for y in ys)
+
+
 class _FixedBatch:
     """Calls a fixed-batch ``fn`` for any batch: larger inputs are split, the last part is padded by repeating its
     last row, and the outputs are sliced and joined."""
@@ -232,7 +245,10 @@ class InductorBackend(Backend):
             compiled = torch.compile(module, mode=mode, dynamic=False, fullgraph=False)
         except RuntimeError as exc:  # torch refuses the module or the mode at once
             raise CompileError(f"TorchInductor refused {target.name}: {_first_line(exc)}") from exc
-        fn = _wrap(_Inference(compiled), target, settings, ref, dtype, fixed_batch=True)
+        call: Callable = _Inference(compiled)
+        if fp.is_cuda and settings.inductor_mode in ("reduce-overhead", "max-autotune"):
+            call = _GraphSteps(call)
+        fn = _wrap(call, target, settings, ref, dtype, fixed_batch=True)
         yield f"compiling {target.name} with TorchInductor (mode {settings.inductor_mode}, batch {settings.batch})"
         t0 = time.perf_counter()
         try:
@@ -540,11 +556,11 @@ def tensorrt_unavailable() -> str | None:
     """None where TensorRT imports, else one sentence why not."""
     if importlib.util.find_spec("tensorrt") is None:
         return ("TensorRT is not installed: its PyPI package only downloads NVIDIA's libraries at install time, "
-                "which this machine cannot reach. Use --backend onnxruntime, inductor or cuda_graphs.")
+                "which this machine cannot reach; use ONNX Runtime, TorchInductor or CUDA graphs.")
     try:
         import tensorrt  # noqa: F401
     except Exception as exc:  # the PyPI stub raises when its libraries are missing
-        return f"TensorRT does not load ({_first_line(exc)}). Use --backend onnxruntime, inductor or cuda_graphs."
+        return f"TensorRT does not load ({_first_line(exc)}); use ONNX Runtime, TorchInductor or CUDA graphs."
     return None
 
 
@@ -565,9 +581,14 @@ class _TrtCall:
         self._profile = -1
 
     def _torch_dtype(self, name: str) -> torch.dtype:
-        import numpy as np
-
-        return torch.from_numpy(np.empty(0, dtype=self.trt.nptype(self.engine.get_tensor_dtype(name)))).dtype
+        trt = self.trt
+        dtypes = {trt.float32: torch.float32, trt.float16: torch.float16, trt.bfloat16: torch.bfloat16,
+                  trt.int32: torch.int32, trt.int64: torch.int64, trt.int8: torch.int8, trt.bool: torch.bool,
+                  trt.uint8: torch.uint8}
+        dt = self.engine.get_tensor_dtype(name)
+        if dt not in dtypes:
+            raise CompileError(f"TensorRT engine tensor {name} has type {dt}, which torch cannot hold.")
+        return dtypes[dt]
 
     def __call__(self, *xs):
         n = int(xs[0].shape[0])

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from studio.compile.settings import BACKEND_LABELS, BACKENDS, INDUCTOR_MODES, INT8_METHODS, BuildSettings
 from studio.compile.silicon import PRECISION_LABELS, PRECISIONS
-from studio.errors import CompileError, InputError
+from studio.errors import CompileError, InputError, StudioError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -123,10 +123,16 @@ def _open_generator(name: str, fp, args: argparse.Namespace, precision: str):
     from studio.pipeline.roles import GENERATORS, GeneratorSettings
     from studio.presenter.anchor import build_anchor
 
+    from studio.generators import missing_packages
+
     gen = GENERATORS.create(name)
     info = gen.info
     if info.needs_gpu_reason and not fp.is_cuda:
         raise CompileError(f"{name} needs a GPU: {info.needs_gpu_reason}")
+    lacking = missing_packages(gen)
+    if lacking:
+        raise CompileError(f"{name} needs {', '.join(lacking)}, not installed here: "
+                           "NEWSSTUDIO_EXTRAS=engines ./installers/setup.sh installs them.")
     device = "cuda" if fp.is_cuda else "cpu"
     size = args.size or info.native_px or 512
     model_precision = precision if precision in ("fp16", "bf16") else "fp32"
@@ -197,7 +203,7 @@ def run_compile(args: argparse.Namespace) -> int:
     for name in names:
         try:
             reports += _compile_one(name, fp, settings, args, root, bar)
-        except CompileError as exc:
+        except StudioError as exc:  # with --all, one engine that cannot be built does not stop the others
             if len(names) == 1:
                 raise
             bar.end()
