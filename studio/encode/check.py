@@ -72,8 +72,11 @@ def receiver_command(kind: str, port: int, out: Path) -> list[str]:
     return ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *src, "-c", "copy", "-f", fmt, str(out)]
 
 
-def chromium_command(url: str, profile: str) -> list[str]:
-    return ["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={profile}", url]
+def chromium_command(url: str, profile: str, sound: bool = True) -> list[str]:
+    """Headless Chromium on ``url``; ``sound=False``: the page may not start its audio (no click), so it draws
+    each picture as soon as it is decoded instead of waiting for its sound."""
+    flags = [f for f in CHROMIUM_FLAGS if sound or not f.startswith("--autoplay-policy")]
+    return ["chromium", *flags, f"--user-data-dir={profile}", url]
 
 
 def _format(height: int) -> ProgramFormat:
@@ -140,7 +143,8 @@ def check_stream(kind: str, seconds: float, height: int) -> dict:
 
 # -- browser -----------------------------------------------------------------------------------------------------------
 
-def check_browser(seconds: float, height: int, delivery: str, segment_s: float, warmup_s: float = 5.0) -> dict:
+def check_browser(seconds: float, height: int, delivery: str, segment_s: float, warmup_s: float = 5.0,
+                  sound: bool = True) -> dict:
     from studio.encode.encoders import StreamEncodeSettings
     from studio.encode.synthetic import SyncSource
     from studio.encode.websocket import WebSocketOutput, WebSocketSettings
@@ -158,7 +162,7 @@ def check_browser(seconds: float, height: int, delivery: str, segment_s: float, 
     feeder.start()
     profile = tempfile.mkdtemp(prefix="newsstudio-chromium-")
     query = "?measure=1" + ("&delivery=segments" if delivery == "segments" else "")
-    browser = subprocess.Popen(chromium_command(out.page_url + query, profile), stdout=subprocess.DEVNULL,
+    browser = subprocess.Popen(chromium_command(out.page_url + query, profile, sound), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -181,7 +185,7 @@ def check_browser(seconds: float, height: int, delivery: str, segment_s: float, 
     lat = [r["latency_ms"] for r in reports if r.get("latency_ms") is not None]
     last = reports[-1]
     return {
-        "delivery": delivery, "segment_s": seg or None, "size": f"{fmt.width}x{fmt.height}", "fps": fmt.fps,
+        "delivery": delivery, "segment_s": seg or None, "sound": sound, "size": f"{fmt.width}x{fmt.height}", "fps": fmt.fps,
         "seconds_measured": seconds, "reports": len(reports),
         "glass_to_glass_ms_median": round(statistics.median(lat), 1) if lat else None,
         "glass_to_glass_ms_p95_last_100_frames": last.get("latency_p95_ms"),
@@ -194,7 +198,8 @@ def check_browser(seconds: float, height: int, delivery: str, segment_s: float, 
                                                          if r.get("av_offset_ms") is not None)
         if any(r.get("av_offset_ms") is not None for r in reports) else None,
         "stream_av_offset_ms": last.get("stream_av_offset_ms"), "flashes": last.get("flashes"),
-        "audio": last.get("audio"), "audio_resets": last.get("audio_resets"), "page_errors": last.get("errors"),
+        "audio": last.get("audio"), "audio_resets": last.get("audio_resets"), "audio_trims": last.get("audio_trims"),
+        "page_errors": last.get("errors"),
         "page_dropped": last.get("dropped"), "encoder": hub["encoder"], "encode_ms_median":
             round(hub["encode_ms_median"], 2), "hub_dropped": hub["dropped"], **_machine(),
     }
@@ -282,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--height", type=int, default=720)
     b.add_argument("--delivery", choices=("push", "segments", "both"), default="both")
     b.add_argument("--segment-s", type=float, default=1.0)
+    b.add_argument("--no-sound", action="store_true", help="the page draws pictures as decoded (no audio clock)")
     n = sub.add_parser("nv12")
     n.add_argument("--device", default="cuda")
     n.add_argument("--heights", type=int, nargs="+", default=[720, 1080])
@@ -292,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         result = check_stream(args.kind, args.seconds, args.height)
     elif args.what == "browser":
         runs = ["push", "segments"] if args.delivery == "both" else [args.delivery]
-        result = {d: check_browser(args.seconds, args.height, d, args.segment_s) for d in runs}
+        result = {d: check_browser(args.seconds, args.height, d, args.segment_s, sound=not args.no_sound)
+                  for d in runs}
         if len(runs) == 2 and result["push"]["glass_to_glass_ms_median"] and \
                 result["segments"]["glass_to_glass_ms_median"]:
             result["segments_minus_push_ms"] = round(result["segments"]["glass_to_glass_ms_median"]

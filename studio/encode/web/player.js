@@ -17,13 +17,15 @@
   const probe = measure ? new OffscreenCanvas(16, 9).getContext("2d", { willReadFrequently: true }) : null;
 
   const KIND_VIDEO = 1, KIND_AUDIO = 2, HEADER_BYTES = 22;
-  const AUDIO_LEAD_S = 0.03, AUDIO_MAX_AHEAD_S = 0.1;  // jitter buffer of the sound, and the most it may hold
+  const AUDIO_LEAD_S = 0.03;  // jitter buffer of the sound
+  let audioMaxAheadS = 0.1;  // the most sound that may wait (segments: a whole segment arrives at once)
   const st = {
-    decoded: 0, drawn: 0, dropped: 0, audioResets: 0, latencies: [], latencyCount: 0, avOffsets: [],
+    decoded: 0, drawn: 0, dropped: 0, audioResets: 0, audioTrims: 0, latencies: [], latencyCount: 0, avOffsets: [],
     decodeTimes: [], decodeLatencies: [], audioArrival: [], audioAhead: [], flashes: [], beeps: [], errors: [],
   };
   let videoDecoder = null, audioDecoder = null, config = null, waitingKey = true;
   let actx = null, audioBase = null, lastFlash = false, lastBeepUs = -1e12;
+  const recentAhead = [];  // s each sound frame waited after it was scheduled, over the last second
   const captureByTs = new Map();
   let socket = null;
 
@@ -76,10 +78,19 @@
       let at = audioBase ? audioBase.ctxTime + (ad.timestamp - audioBase.ts) / 1e6 : -1;
       // Start, an underrun, or too much sound waiting (a backlog when the page joined, or a stall): map this frame to
       // a small jitter buffer ahead of now. The pictures follow the sound, so the latency follows it too.
-      if (!audioBase || at < actx.currentTime + 0.005 || at > actx.currentTime + AUDIO_MAX_AHEAD_S) {
+      if (!audioBase || at < actx.currentTime + 0.005 || at > actx.currentTime + audioMaxAheadS) {
         audioBase = { ctxTime: actx.currentTime + AUDIO_LEAD_S, ts: ad.timestamp };
         at = audioBase.ctxTime;
         st.audioResets++;
+        recentAhead.length = 0;
+      }
+      // Latency creeps up after a stall (the sound re-anchored late, and everything after waits as long): when
+      // every frame of the last second waited longer than the jitter buffer, play the sound that much earlier.
+      recentAhead.push(at - actx.currentTime);
+      if (recentAhead.length >= ad.sampleRate / n) {
+        const spare = Math.min(...recentAhead) - AUDIO_LEAD_S;
+        if (spare > 0.015) { audioBase.ctxTime -= spare; at -= spare; st.audioTrims++; }
+        recentAhead.length = 0;
       }
       st.audioAhead.push((at - actx.currentTime) * 1000);
       keep(st.audioAhead, 100);
@@ -196,6 +207,7 @@
           const idx = await (await fetch("/seg/index.json", { cache: "no-store" })).json();
           if (!idx.config) { await new Promise((r) => setTimeout(r, 200)); continue; }
           if (!config) configure(idx.config);
+          audioMaxAheadS = idx.segment_s + 0.25;
           n = idx.next;  // the segment being written now: it is served once complete
         }
         const r = await fetch(`/seg/${n}.bin`, { cache: "no-store" });
@@ -246,7 +258,7 @@
       audio_scheduled_ahead_ms: median(st.audioAhead),
       av_offset_ms: median(st.avOffsets), stream_av_offset_ms: measure ? streamOffsetMs() : null,
       flashes: st.flashes.length, beeps: st.beeps.length, audio: actx ? actx.state : "none",
-      audio_resets: st.audioResets, audio_clock: audioClock, codec: config ? config.video.codec : null, errors: st.errors.slice(-5),
+      audio_resets: st.audioResets, audio_trims: st.audioTrims, audio_clock: audioClock, codec: config ? config.video.codec : null, errors: st.errors.slice(-5),
     };
     const f = (x) => (Number.isFinite(x) ? x.toFixed(0) : "–");
     statsEl.textContent = `${report.fps} fps decoded · A/V ${f(report.av_offset_ms)} ms · glass-to-glass `
