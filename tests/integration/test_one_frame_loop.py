@@ -241,6 +241,8 @@ ALLOWED = {
     "studio/enhance/": "motion-space interpolation, used by the built-in generator",
     "studio/bench/harness.py": "quality of single kernels against each other (PSNR / SSIM), not a frame loop",
     "studio/bench/renderer_speed.py": "a bench of the renderer's kernel alone",
+    "studio/bench/compile_renderer.py": "the renderer's compiled kernels timed against eager, alone",
+    "studio/bench/engine_speed.py": "each engine's forward pass alone (the leaderboard's latency per call)",
 }
 
 
