@@ -183,3 +183,30 @@ def test_doctor_says_which_encoder_the_outputs_use_and_why() -> None:
     assert "live encode   NVENC (PyAV h264_nvenc): " in text  # "available: ..." or "unavailable: <reason>"
     assert "live encode   streams and recordings use: " in text
     assert "virtual cam   " in text
+
+
+def test_a_recording_started_while_streaming_is_in_sync(tmp_path: Path) -> None:
+    """Start recording mid-program (the hub already encoding for another output): the file starts at a forced
+    keyframe with one AAC frame of priming before it, cut by the edit list."""
+    from studio.encode.hub import EncodeHub
+    from studio.encode.streams import Mp4FileSink
+
+    src = SyncSource(FMT)
+    hub = EncodeHub(FMT, block=True)
+    streaming = Mp4FileSink(tmp_path / "other.mp4")
+    hub.add_sink(streaming)
+    for k in range(10):  # 1.6 s before the recording starts
+        hub.submit(src.batch(4 * k, 4))
+    wait_for(lambda: hub.frames == 40, what="the hub to be under way")
+    rec = Mp4FileSink(tmp_path / "late.mp4")
+    hub.add_sink(rec)
+    for k in range(10, 50):
+        hub.submit(src.batch(4 * k, 4))
+    hub.close()
+    path = rec.result
+    assert path == tmp_path / "late.mp4"
+    got = decode_media(path)
+    assert 150 <= len(got.levels) <= 160  # from the forced keyframe on (the 41st frame at the earliest)
+    sync = measure_sync(got, src, 8.0)
+    assert sync.flashes >= 6
+    assert abs(sync.offset_xcorr_ms) < 1 and abs(sync.offset_onsets_ms) < 1
