@@ -327,10 +327,7 @@ def export_onnx(module: torch.nn.Module, inputs: tuple, path: Path, n_outputs: i
         if n < 2:
             inputs = tuple(torch.cat([x, x]) if isinstance(x, torch.Tensor) and x.dim() > 0 else x for x in inputs)
     if importlib.util.find_spec("onnxscript") is not None:
-        dyn = None
-        if dynamic_batch:
-            batch = torch.export.Dim("batch", min=1, max=4096)
-            dyn = tuple({0: batch} if isinstance(x, torch.Tensor) and x.dim() > 0 else None for x in inputs)
+        dyn = _dynamic_batch_shapes(module, inputs) if dynamic_batch else None
         try:
             with torch.no_grad():
                 program = torch.onnx.export(module, inputs, dynamo=True, dynamic_shapes=dyn, opset_version=opset,
@@ -351,6 +348,30 @@ def export_onnx(module: torch.nn.Module, inputs: tuple, path: Path, n_outputs: i
         raise CompileError(f"ONNX export (TorchScript route: onnxscript is not installed) failed: "
                            f"{_first_line(exc)}. Install onnxscript for torch's current exporter.") from exc
     return f"torch.onnx TorchScript exporter (onnxscript not installed), opset {opset}"
+
+
+def _dynamic_batch_shapes(module: torch.nn.Module, inputs: tuple):
+    """torch.export's ``dynamic_shapes`` with dimension 0 of every tensor input as one shared batch dimension,
+    following the forward's signature (a ``forward(self, *args)`` wrapper takes them as one nested tuple)."""
+    import inspect
+
+    batch = torch.export.Dim("batch", min=1, max=4096)
+
+    def spec(x):
+        return {0: batch} if isinstance(x, torch.Tensor) and x.dim() > 0 else None
+
+    try:
+        bound = inspect.signature(module.forward).bind(*inputs)
+    except (TypeError, ValueError):  # a signature inspect cannot read: one spec per positional input
+        return tuple(spec(x) for x in inputs)
+    params = inspect.signature(module.forward).parameters
+    out = {}
+    for name, value in bound.arguments.items():
+        if params[name].kind is inspect.Parameter.VAR_POSITIONAL:
+            out[name] = tuple(spec(x) for x in value)
+        else:
+            out[name] = spec(value)
+    return out
 
 
 def _export_reason(exc: BaseException) -> str:

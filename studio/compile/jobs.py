@@ -136,6 +136,7 @@ def compile_target(model: str, target: "CompileTarget", settings: BuildSettings,
     fp = fp or fingerprint(str(target_device(target.example_inputs)))
     root = Path(root or ENGINES)
     _check_choice(fp, settings)
+    target.module.eval()  # the contract's mode for a compile target (a wrapper module may have been left training)
     b = backend(settings.backend)
     name = cache.engine_name(model, target.name, fp.arch, settings.precision, settings.batch, b.ext)
     path = root / name

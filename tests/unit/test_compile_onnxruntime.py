@@ -12,6 +12,7 @@ from compile_fixtures import FP, run, tiny_target
 from studio.compile import cache
 from studio.compile.jobs import compile_target, load_engine
 from studio.compile.settings import BuildSettings
+from studio.pipeline.roles import CompileTarget
 
 
 @pytest.mark.parametrize("precision, method", [("fp32", "dynamic"), ("int8", "dynamic"), ("int8", "static")])
@@ -88,3 +89,27 @@ def test_install_cached_picks_the_ready_engine(tmp_path) -> None:
     x = torch.randn(3, 13)
     with torch.no_grad():
         assert float((gen.installed["net"](x) - target.module(x)).abs().max()) < 1e-3
+
+
+class _Bound(torch.nn.Module):
+    """A wrapper in the style of a generator's compile target: ``forward(*args)`` calls a bound method of the module
+    that owns the weights (left in training mode: compiling puts targets in eval mode)."""
+
+    def __init__(self, owner: torch.nn.Module) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def forward(self, *args):
+        return self.owner(args[0]) + args[1].mean()
+
+
+def test_a_varargs_wrapper_exports_with_a_dynamic_batch(tmp_path) -> None:
+    inner = tiny_target().module
+    target = CompileTarget("wrapped", _Bound(inner), (torch.randn(4, 13), torch.randn(4, 5)))
+    settings = BuildSettings(backend="onnxruntime", batch=4, timed_calls=2, warmup_calls=0)
+    _, report = run(compile_target("tiny", target, settings, fp=FP, root=tmp_path))
+    assert report.verification.passed and not target.module.training
+    fn = load_engine(cache.find_engine("tiny", target, "fp32", 4, fp=FP, root=tmp_path), target, fp=FP)
+    x, y = torch.randn(6, 13), torch.randn(6, 5)
+    with torch.no_grad():
+        assert float((fn(x, y) - target.module(x, y)).abs().max()) < 1e-3
