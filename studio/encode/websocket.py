@@ -118,7 +118,8 @@ class WebSocketServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
-        self._viewers: set[_Viewer] = set()
+        self._viewers: set[_Viewer] = set()  # touched on the server's thread only
+        self._media_viewers = 0
         self.config: dict | None = None
         self.audio_config: dict | None = None
         self._reports: list[dict] = []
@@ -265,6 +266,7 @@ class WebSocketServer:
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(ws.request.path).query)
         viewer = _Viewer(ws, media=query.get("media", ["1"])[0] != "0")
         self._viewers.add(viewer)
+        self._media_viewers += viewer.media
         if viewer.media and self.on_viewer_joined is not None:
             self.on_viewer_joined()
         sender = asyncio.create_task(self._send_loop(viewer))
@@ -276,6 +278,7 @@ class WebSocketServer:
             log.debug("viewer left: %s", exc)
         finally:
             self._viewers.discard(viewer)
+            self._media_viewers -= viewer.media
             sender.cancel()
 
     def _take_report(self, text: str) -> None:
@@ -296,7 +299,8 @@ class WebSocketServer:
 
     @property
     def viewers(self) -> int:
-        return sum(1 for v in list(self._viewers) if v.media)
+        """Pages watching now (read from any thread: a count kept by the server's thread)."""
+        return self._media_viewers
 
     async def _send_loop(self, v: _Viewer) -> None:
         while True:
