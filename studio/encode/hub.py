@@ -54,7 +54,8 @@ class Sink(abc.ABC):
         self.dropped = 0  # video frames this sink lost (it fell behind, or its receiver was away)
         self.audio_dropped = 0
         self.fps_meter = RateMeter()
-        self._bytes: deque[tuple[float, int]] = deque()
+        self._bytes: deque[tuple[float, int]] = deque()  # (when, bytes sent) over the last 2 s
+        self._bytes_lock = threading.Lock()
         self._cond = threading.Condition()
         self._q: deque[EncodedPacket] = deque()
         self._queued_video = 0
@@ -188,16 +189,18 @@ class Sink(abc.ABC):
 
     def _count(self, pkt: EncodedPacket, n: int) -> None:
         now = time.monotonic()
-        self._bytes.append((now, n))
-        while self._bytes and self._bytes[0][0] < now - 2.0:
-            self._bytes.popleft()
+        with self._bytes_lock:
+            self._bytes.append((now, n))
+            while self._bytes and self._bytes[0][0] < now - 2.0:
+                self._bytes.popleft()
         if pkt.video:
             self.frames_sent += 1
             self.fps_meter.tick(now)
 
     def bitrate_kbps(self) -> float:
         now = time.monotonic()
-        recent = [n for t, n in list(self._bytes) if t >= now - 2.0]
+        with self._bytes_lock:
+            recent = [n for t, n in self._bytes if t >= now - 2.0]
         return sum(recent) * 8 / 2.0 / 1000 if recent else 0.0
 
     @abc.abstractmethod
