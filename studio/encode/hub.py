@@ -48,6 +48,7 @@ class Sink(abc.ABC):
     def __init__(self, label: str, max_queue_frames: int = 50) -> None:
         self.label = label
         self.max_queue_frames = max_queue_frames
+        self.block = False  # True (offline renders): a full queue waits for room instead of dropping
         self.state = OutputState.STARTING
         self.detail = label
         self.frames_sent = 0
@@ -90,8 +91,15 @@ class Sink(abc.ABC):
                         return  # before the first start nothing is lost: it waits for the keyframe it asked for
                     self._start_at(pkt)
                 elif self._queued_video >= self.max_queue_frames:
-                    self._drop_to_next_key()
-                    return
+                    while self.block and self._queued_video >= self.max_queue_frames and not self._closing \
+                            and not self._waiting_key:
+                        self._cond.wait(0.1)  # the hub (and so the core) waits for this sink
+                    if self._closing or self._waiting_key:
+                        self.dropped += self._waiting_key  # its receiver went away while it waited
+                        return
+                    if self._queued_video >= self.max_queue_frames:
+                        self._drop_to_next_key()
+                        return
                 self._q.append(pkt)
                 self._queued_video += 1
             else:
@@ -171,6 +179,7 @@ class Sink(abc.ABC):
                         pkt = self._q.popleft()
                         if pkt.video:
                             self._queued_video -= 1
+                            self._cond.notify_all()  # room for a blocked offer
                     origin = self.origin_s
                 if pkt is None:
                     self.idle()  # outside the lock: it may block (a reconnect attempt)
@@ -505,6 +514,7 @@ class HubOutput(Output):
         if self.hub is not None:
             return
         self.sink = self.make_sink()
+        self.sink.block = self.block  # an offline render keeps every frame for every sink that is reachable
         self.hub = acquire_hub(fmt, self.settings, self.block)
         self.hub.add_sink(self.sink)
 

@@ -261,3 +261,26 @@ def test_a_failed_sink_takes_its_output_out_and_the_others_go_on(tmp_path) -> No
         bad.close()
     good.close()
     assert [p.pts for p in good.sink.video()] == list(range(8))
+
+
+def test_a_blocking_sink_holds_the_hub_instead_of_dropping() -> None:
+    """Offline renders with a stream: a slow but reachable receiver gets every frame (the core waits)."""
+    gate = threading.Event()
+    hub = EncodeHub(FMT, StreamEncodeSettings(keyframe_interval_s=100.0), block=True, queue_frames=4)
+    slow = RecordingSink(gate=gate, max_queue_frames=3)
+    slow.block = True
+    hub.add_sink(slow)
+    done = threading.Event()
+
+    def feed() -> None:
+        for k in range(6):
+            hub.submit(batch(4 * k, 4))
+        done.set()
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    assert not done.wait(1.0)  # held back by the sink (and the hub's queue behind it)
+    gate.set()
+    feeder.join(60)
+    hub.close()
+    assert slow.dropped == 0 and [p.pts for p in slow.video()] == list(range(24))
