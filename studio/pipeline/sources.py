@@ -293,9 +293,13 @@ class MicSource(Source):
         self._up = _Upsampler3()
         self._started = False
         self.next_k = 0  # the next slot to hand out (readers such as the studio's telemetry may ask before open)
+        self._fresh_run = True
 
     def open(self, fmt: ProgramFormat) -> None:
         super().open(fmt)
+        # The slots that pass before this run's first chunk (the motion model and the generator getting ready, a core
+        # restart) were never due to it: the first chunk skips them without counting them as dropped.
+        self._fresh_run = True
         if self._started:
             return
         self._started = True
@@ -358,7 +362,8 @@ class MicSource(Source):
             time.sleep(min(0.002, max(0.0005, self.seconds_until_due())))
         n = max(1, pace.max_frames)
         first = max(self.next_k, k - n + 1)
-        skipped = first - self.next_k
+        skipped = 0 if self._fresh_run else first - self.next_k
+        self._fresh_run = False
         self.next_k = k + 1
         slots = np.arange(first, k + 1, dtype=np.int64)
         audio = self._take_audio(int(round((k + 1) * self.rate_hz / fps)))
