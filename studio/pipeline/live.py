@@ -106,15 +106,22 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
             errors.append(exc)
             stop.set()
 
-    say(f"live: listening on '{capture.device.name if capture.device else '?'}' for {seconds:g} s")
-    if motion.note:
-        say(f"live: {motion.note}")
     cpu0, t0 = time.process_time(), time.monotonic()
     thread = threading.Thread(target=work, name="live-core", daemon=True)
     thread.start()
     status = capture.status
     try:
-        end = time.monotonic() + seconds
+        # "listening" once the first frame is out: the motion model and the generator are ready (nothing said after
+        # the line is lost to their start-up), and the motion source's note, if any, is known
+        ready_by = time.monotonic() + 120
+        while core.produced == 0 and not stop.is_set() and time.monotonic() < ready_by:
+            time.sleep(0.01)
+        if not stop.is_set():
+            say(f"live: listening on '{capture.device.name if capture.device else '?'}' for {seconds:g} s")
+            if motion.note:
+                say(f"live: {motion.note}")
+        cpu0, t0 = time.process_time(), time.monotonic()
+        end = t0 + seconds
         while time.monotonic() < end and not stop.is_set():
             time.sleep(0.05)
             if capture.status != status:
