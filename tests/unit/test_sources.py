@@ -75,13 +75,14 @@ def test_only_the_newest_due_slots_are_produced_and_the_rest_counted_as_dropped(
     a = src.next_chunk(_pace(1))
     lead = int(0.040 * RATE)
     newest = (RATE // 2 - lead) * int(FPS) // RATE  # the newest slot whose audio (+ lead) is in
-    assert a.slots.tolist() == [newest] and a.skipped == newest
+    assert a.slots.tolist() == [newest]
+    assert a.skipped == 0  # the run's first chunk: the slots before it were never due to it (start-up, a restart)
     assert not _due(src)  # the next one is not due yet
     cap.ring.write(np.zeros(SPF, np.float32))  # one more frame period of audio
     b = src.next_chunk(_pace(1))
     assert b.slots.tolist() == [newest + 1] and b.skipped == 0
     cap.ring.write(np.zeros(RATE // 2, np.float32))
-    c = src.next_chunk(_pace(4))  # a chunk of up to 4: the newest 4 due slots
+    c = src.next_chunk(_pace(4))  # a chunk of up to 4: the newest 4 due slots, the ones passed over counted
     last = (RATE + SPF - lead) * int(FPS) // RATE
     assert c.slots.tolist() == list(range(last - 3, last + 1)) and c.skipped == last - 3 - (newest + 2)
 
@@ -136,6 +137,21 @@ def test_a_silent_microphone_lets_the_clock_run_on_as_silence() -> None:
     assert b.slots[0] > a.slots[0] and b.heard_ns[0] > 0
     assert b.analysis_start == a.analysis_start + len(a.analysis)  # the silence and the audio are one timeline
     assert b.analysis[-1] == np.float32(0.25)
+
+
+def test_a_restarted_run_counts_no_drops_and_keeps_the_audio_going() -> None:
+    """A core restart opens the same source again: the slots that passed meanwhile are skipped, not counted as
+    dropped, and the audio stays one timeline (a recording goes on across the restart)."""
+    src, cap = _mic()
+    cap.ring.write(np.zeros(RATE // 5, np.float32))
+    a = src.next_chunk(_pace(1))
+    cap.ring.write(np.zeros(RATE // 2, np.float32))  # the core was down for half a second
+    src.open(FMT)
+    b = src.next_chunk(_pace(1))
+    assert b.slots[0] > a.slots[0] + 10 and b.skipped == 0
+    assert b.analysis_start == a.analysis_start + len(a.analysis)
+    cap.ring.write(np.zeros(RATE // 2, np.float32))
+    assert src.next_chunk(_pace(1)).skipped > 0  # behind within a run: counted
 
 
 def test_a_stopped_source_returns_none() -> None:
