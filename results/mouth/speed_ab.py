@@ -39,15 +39,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[512, 1080])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (synchronized around each timed call)")
     a = p.parse_args(argv)
     old = _load(a.old)
     anchor = build_anchor()
     rows = []
     for size in a.sizes:
         field = max(64, size // 4)
-        mods = {"before": old.WarpRenderer(anchor, size, field, 3).eval(),
-                "after": new.WarpRenderer(anchor, size, field, 3).eval()}
-        c = torch.tensor(_motion(a.batch))
+        mods = {"before": old.WarpRenderer(anchor, size, field, 3).to(a.device).eval(),
+                "after": new.WarpRenderer(anchor, size, field, 3).to(a.device).eval()}
+        c = torch.tensor(_motion(a.batch), device=a.device)
+        sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
         times = {k: {"forward": [], "mouth": []} for k in mods}
         with torch.inference_mode():
             prep = {}
@@ -58,16 +60,21 @@ def main(argv: list[str] | None = None) -> int:
                 prep[k] = (frames, m.landmarks(c), m.landmarks(c, mouth_scale=0.0), m.landmarks(c, jaw_only=True))
             for _ in range(a.repeats):
                 for k, m in mods.items():  # interleaved: the machine's load falls on both alike
+                    sync()
                     t0 = time.perf_counter()
                     m(c)
+                    sync()
                     times[k]["forward"].append((time.perf_counter() - t0) * 1e3 / a.batch)
                     frames, full, rest, jaw = prep[k]
                     f = frames.clone()
+                    sync()
                     t0 = time.perf_counter()
                     m.mouth_interior(f, full, rest, jaw, c)
+                    sync()
                     times[k]["mouth"].append((time.perf_counter() - t0) * 1e3 / a.batch)
         for k in mods:
-            rows.append({"size_px": size, "batch": a.batch, "renderer": k, "threads": torch.get_num_threads(),
+            rows.append({"size_px": size, "batch": a.batch, "renderer": k, "device": a.device,
+                         "threads": torch.get_num_threads(),
                          "forward_ms_per_frame": round(statistics.median(times[k]["forward"]), 3),
                          "mouth_ms_per_frame": round(statistics.median(times[k]["mouth"]), 3)})
             print(json.dumps(rows[-1]))
