@@ -5,7 +5,8 @@ The server (the ``websockets`` library, asyncio on its own thread) serves, on on
 - ``/`` and ``/player.js``: the page (``studio/encode/web/``, no CDN): ``VideoDecoder`` onto a canvas,
   ``AudioDecoder`` into Web Audio, and a stats line (decoded fps, A/V offset, glass-to-glass latency). The page sends
   its stats back over the socket every second (``WebSocketServer.reports``), which is how the tests read them.
-- ``/ws``: the media. First a JSON text message ``{"type": "config", ...}`` (the WebCodecs codec strings, the AAC
+- ``/ws``: the media (and from the page: ``{"type": "stats", ...}`` every second, ``{"type": "keyframe"}`` when
+  it fell behind and skips to the next keyframe). First a JSON text message ``{"type": "config", ...}`` (the WebCodecs codec strings, the AAC
   AudioSpecificConfig), then one binary message per access unit / AAC frame::
 
       byte 0      kind: 1 video, 2 audio
@@ -127,6 +128,7 @@ class WebSocketServer:
         self.published = 0
         self.viewer_drops = 0
         self.on_viewer_joined = None  # called (on the server's thread) when a viewer needs a keyframe
+        self._last_key_request = 0.0
         # file segments (segment_s > 0)
         self._segments: deque[tuple[int, bytes]] = deque(maxlen=s.segments_kept)
         self._seg_parts: list[bytes] = []
@@ -285,6 +287,12 @@ class WebSocketServer:
         try:
             report = json.loads(text)
         except json.JSONDecodeError:
+            return
+        if isinstance(report, dict) and report.get("type") == "keyframe":  # a page that fell behind catches up
+            now = time.monotonic()
+            if now - self._last_key_request > 0.5 and self.on_viewer_joined is not None:
+                self._last_key_request = now
+                self.on_viewer_joined()
             return
         if isinstance(report, dict) and report.get("type") == "stats":
             report["received_s"] = time.monotonic()

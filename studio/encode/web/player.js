@@ -18,9 +18,10 @@
 
   const KIND_VIDEO = 1, KIND_AUDIO = 2, HEADER_BYTES = 22;
   const AUDIO_LEAD_S = 0.03;  // jitter buffer of the sound
+  const CATCH_UP_MS = 400;  // a picture that arrives this late is skipped, with the rest up to a keyframe
   let audioMaxAheadS = 0.1;  // the most sound that may wait (segments: a whole segment arrives at once)
   const st = {
-    decoded: 0, drawn: 0, dropped: 0, audioResets: 0, audioTrims: 0, latencies: [], latencyCount: 0, avOffsets: [],
+    decoded: 0, drawn: 0, dropped: 0, catchUps: 0, audioResets: 0, audioTrims: 0, latencies: [], latencyCount: 0, avOffsets: [],
     decodeTimes: [], decodeLatencies: [], audioArrival: [], audioAhead: [], flashes: [], beeps: [], errors: [],
   };
   let videoDecoder = null, audioDecoder = null, config = null, waitingKey = true;
@@ -173,14 +174,32 @@
     const ts = Number(dv.getBigInt64(2, true)), cap = Number(dv.getBigInt64(10, true)), dur = dv.getUint32(18, true);
     const data = new Uint8Array(buf, HEADER_BYTES);
     if (kind === KIND_VIDEO && videoDecoder && videoDecoder.state === "configured") {
-      if (waitingKey && !key) return;
-      if (videoDecoder.decodeQueueSize > 25) { st.dropped++; waitingKey = true; return; }  // decoding fell behind
+      if (waitingKey && !key) { st.dropped++; return; }
+      // Fallen behind (decoding, or a backlog when the page opened): skip to the next keyframe, asked for now,
+      // instead of showing every late picture.
+      const late = cap && delivery === "push" ? nowEpochMs() - cap / 1000 : 0;  // segments come late by design
+      if (!key && (videoDecoder.decodeQueueSize > 25 || late > CATCH_UP_MS)) {
+        st.dropped++;
+        st.catchUps++;
+        waitingKey = true;
+        askKeyframe();
+        return;
+      }
       waitingKey = false;
       if (cap) { captureByTs.set(ts, cap / 1000); if (captureByTs.size > 500) captureByTs.clear(); }
       videoDecoder.decode(new EncodedVideoChunk({ type: key ? "key" : "delta", timestamp: ts, duration: dur, data }));
     } else if (kind === KIND_AUDIO && audioDecoder && audioDecoder.state === "configured") {
       if (cap) { st.audioArrival.push(nowEpochMs() - cap / 1000); keep(st.audioArrival, 100); }
       audioDecoder.decode(new EncodedAudioChunk({ type: "key", timestamp: ts, duration: dur, data }));
+    }
+  }
+
+  let lastAsk = 0;
+  function askKeyframe() {  // at most one request a second
+    const now = performance.now();
+    if (socket && socket.readyState === WebSocket.OPEN && now - lastAsk > 1000) {
+      lastAsk = now;
+      socket.send(JSON.stringify({ type: "keyframe" }));
     }
   }
 
@@ -252,7 +271,8 @@
     }
     const recent = st.decodeTimes.filter((t) => t > now - 1000).length;
     const report = {
-      type: "stats", delivery, decoded: st.decoded, drawn: st.drawn, dropped: st.dropped, fps: recent,
+      type: "stats", delivery, decoded: st.decoded, drawn: st.drawn, dropped: st.dropped, catch_ups: st.catchUps,
+      fps: recent,
       latency_ms: median(st.latencies), latency_p95_ms: pct(st.latencies, 0.95), latency_samples: st.latencyCount,
       decoded_latency_ms: median(st.decodeLatencies), audio_arrival_ms: median(st.audioArrival),
       audio_scheduled_ahead_ms: median(st.audioAhead),
