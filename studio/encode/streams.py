@@ -199,8 +199,13 @@ def network_sink(url: str) -> ContainerSink:
         target = url
         if scheme == "udp" and "pkt_size" not in parts.query:
             target += ("&" if parts.query else "?") + "pkt_size=1316"  # 7 TS packets per datagram
-        return ContainerSink(target, "mpegts", f"MPEG-TS/{scheme.upper()} {parts.netloc}", network=True,
+        if scheme == "tcp" and "timeout" not in parts.query:
+            # a receiver that stops reading (not gone: no reset comes) fails a write after 5 s -> reconnect
+            target += ("&" if parts.query else "?") + "timeout=5000000"
+        sink = ContainerSink(target, "mpegts", f"MPEG-TS/{scheme.upper()} {parts.netloc}", network=True,
                              options={"flush_packets": "1"}, shift_s=PRIMING_SHIFT_S)
+        sink.display = sink.detail = url  # the address as the producer gave it
+        return sink
     raise InputError(f"Cannot stream to {url!r}: use rtmp://host[:port]/app/key, tcp://host:port or udp://host:port.")
 
 
