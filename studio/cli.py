@@ -45,6 +45,30 @@ def _add_picture_args(p: argparse.ArgumentParser, default_size: int = 512) -> No
     p.add_argument("--seed", type=int, default=0, help="seed of the idle motion (blinks, sway)")
 
 
+def _add_stream_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stream", action="append", default=[], metavar="URL",
+                   help="also send the program to URL: rtmp://..., tcp://HOST:PORT or udp://HOST:PORT (MPEG-TS), "
+                        "ws://127.0.0.1:PORT (a page that plays it in a browser), v4l2 or virtualcam; repeatable")
+    p.add_argument("--stream-allow-remote", action="store_true",
+                   help="let the ws:// page be reached from other machines (it binds 127.0.0.1 otherwise)")
+
+
+def stream_outputs(urls, block: bool = False, allow_remote: bool = False) -> list:
+    """The outputs for ``--stream`` URLs (studio.encode.streams); the browser page's address is printed."""
+    from studio.encode.streams import output_for_url
+
+    outs = []
+    for url in urls:
+        if allow_remote and url.startswith(("ws://", "http://")):
+            from studio.encode.websocket import WebSocketOutput
+
+            out = WebSocketOutput.from_url(url, block=block, allow_remote=True)
+        else:
+            out = output_for_url(url, block=block)
+        outs.append(out)
+    return outs
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="main.py", description="NewsStudio: a lip-synced news presenter from one portrait photo.")
     p.add_argument("-v", "--verbose", action="store_true", help="log details to stderr too")
@@ -66,6 +90,7 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--audio-engine", choices=[e.value for e in AudioEngine], default=DEFAULT_AUDIO_ENGINE.value,
                    help=f"what turns --audio into mouth motion (default {DEFAULT_AUDIO_ENGINE.value}: "
                         "resources/models/audio2motion/metrics.json)")
+    _add_stream_args(r)
     _add_picture_args(r)
 
     lv = sub.add_parser("live", help="headless live mode from the microphone")
@@ -77,6 +102,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     help=f"what turns the voice into mouth motion (default {DEFAULT_AUDIO_ENGINE.value})")
     lv.add_argument("--motion-thread", action=argparse.BooleanOptionalAction, default=True,
                     help="neural engine: run the model on its own thread as the audio arrives (default)")
+    _add_stream_args(lv)
     _add_picture_args(lv)
 
     b = sub.add_parser("bench", help="the core with each optimization off and on; engines ranked by latency")
@@ -239,10 +265,11 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from studio.encode.recovery import recover_for_output
 
     _announce(recover_for_output(args.out))
+    streams = tuple(stream_outputs(args.stream, block=True, allow_remote=args.stream_allow_remote))
     req = RenderRequest(out_path=args.out, text=text, audio_path=args.audio, anchor_path=args.anchor,
                         voice=args.voice, title=args.title, core=core, timings_path=args.timings,
                         audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
-                        canvas_background=style.background_image if style else None)
+                        canvas_background=style.background_image if style else None, streams=streams)
     show = _stderr_progress()
     gen = render_segment(req)
     try:
@@ -277,6 +304,7 @@ def _cmd_live(args: argparse.Namespace) -> int:
         _announce(recover_for_output(Path(args.out)))
     summary = run_live(core, seconds, out=args.out, input_device=args.input, anchor_path=args.anchor,
                        audio_engine=AudioEngine(args.audio_engine), motion_thread=args.motion_thread,
+                       streams=tuple(stream_outputs(args.stream, allow_remote=args.stream_allow_remote)),
                        say=print_line)
     print(f"live: {summary.line()}", flush=True)
     return EXIT_OK

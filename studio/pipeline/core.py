@@ -644,7 +644,12 @@ class Core:
         self.motion.open(self.fmt, self.source)
         for out in self.outputs():
             if not getattr(out, "_opened", False):
-                out.open(self.fmt)
+                try:
+                    out.open(self.fmt)
+                except StudioError as exc:  # a port taken, no loopback device: that output is out, the rest go on
+                    log.warning("output %s did not open: %s", out.name, exc)
+                    self._output_failed(out, exc)
+                    continue
                 out._opened = True  # type: ignore[attr-defined]
         if self.cuda:
             torch.cuda.synchronize(self.device)

@@ -91,7 +91,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
         if out is not None:
             recorder = RecorderOutput(out, fragmented=True)
             outputs.append(recorder)
-        outputs += [_stream(url) for url in streams]
+        outputs += list(streams)
         core = make_core(source, motion, settings, anchor, outputs, bus_source="live")
     except BaseException:
         capture.stop()
@@ -118,6 +118,9 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
             time.sleep(0.01)
         if not stop.is_set():
             say(f"live: listening on '{capture.device.name if capture.device else '?'}' for {seconds:g} s")
+            for out in streams:
+                page = getattr(out, "page_url", None)
+                say(f"live: streaming to {page or getattr(out, 'url', out.name)}")
             if motion.note:
                 say(f"live: {motion.note}")
         cpu0, t0 = time.process_time(), time.monotonic()
@@ -154,13 +157,6 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     if path is not None:
         say(f"live: wrote {path}")
     return summary
-
-
-def _stream(url: str):
-    """An output for ``--stream URL`` (studio.encode.streams)."""
-    from studio.encode.streams import output_for_url
-
-    return output_for_url(url)
 
 
 def print_line(message: str) -> None:

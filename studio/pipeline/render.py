@@ -38,6 +38,7 @@ class RenderRequest:
     audio_engine: AudioEngine = DEFAULT_AUDIO_ENGINE  # what animates a recording (--audio)
     weights_dir: Path | None = None
     canvas_background: Path | None = None
+    streams: tuple = ()  # more outputs (studio.encode.streams), fed as the file is written
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         from studio.pipeline.post import CanvasStyle
 
         style = CanvasStyle(background_image=req.canvas_background)
-    core = make_core(source, motion, s, anchor, [recorder], weights_dir=req.weights_dir, canvas_style=style)
+    core = make_core(source, motion, s, anchor, [recorder, *req.streams], weights_dir=req.weights_dir,
+                     canvas_style=style)
     stage["setup"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -151,11 +153,15 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         yield RenderProgress("render", 1.0, f"frame {source.total_slots}/{source.total_slots}")
         t1 = time.perf_counter()
         out = recorder.close()
+        for st in req.streams:
+            st.close()
         stage["finish"] = time.perf_counter() - t1
     except BaseException:
         stop.set()
         thread.join(timeout=30)
         recorder.abort()
+        for st in req.streams:
+            st.close()
         core.pool.close()
         raise
     stage["render"] = time.perf_counter() - t0
