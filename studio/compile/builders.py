@@ -16,13 +16,15 @@ module's signature, which a generator installs with ``install_engine``:
   where the ``tensorrt`` package is absent the backend says so in one line and nothing else changes.
 
 Builders yield log lines while they work ("" is a heartbeat: so that a compile job can report progress and check for
-cancellation between steps) and return a ``Built``; files are written into the job's private build folder, never into the cache directly.
+cancellation between steps) and return a ``Built``; files are written into the job's private build folder, never
+into the cache directly.
 """
 
 from __future__ import annotations
 
 import abc
 import copy
+import importlib
 import importlib.util
 import logging
 import os
@@ -544,7 +546,8 @@ class OnnxRuntimeBackend(Backend):
         fp32_path = path if settings.precision == "fp32" else workdir / f"{stem}.fp32-src.onnx"
         yield f"exporting {target.name} to ONNX"
         route = export_onnx(target.module, inputs, fp32_path, len(ref), target.dynamic_batch, settings.opset)
-        yield f"exported ({route}): {fp32_path.stat().st_size / 2**20:.1f} MiB"
+        size = sum(f.stat().st_size for f in workdir.glob(fp32_path.name + "*"))  # with external weights
+        yield f"exported ({route}): {size / 2**20:.1f} MiB"
         details: dict = {"export": route}
         if settings.precision == "int8":
             yield f"quantizing to INT8 ({settings.int8_method})"
@@ -579,7 +582,7 @@ def tensorrt_unavailable() -> str | None:
         return ("TensorRT is not installed: its PyPI package only downloads NVIDIA's libraries at install time, "
                 "which this machine cannot reach; use ONNX Runtime, TorchInductor or CUDA graphs.")
     try:
-        import tensorrt  # noqa: F401
+        importlib.import_module("tensorrt")
     except Exception as exc:  # the PyPI stub raises when its libraries are missing
         return f"TensorRT does not load ({_first_line(exc)}); use ONNX Runtime, TorchInductor or CUDA graphs."
     return None

@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING
 from studio.compile.silicon import PRECISIONS, Fingerprint
 
 if TYPE_CHECKING:
-    import torch
-
     from studio.pipeline.roles import CompileTarget
 
 SIDECAR_FORMAT = 1
@@ -130,6 +128,9 @@ def write_json_atomic(path: Path, data: dict) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=True)
             fh.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a sidecar is as readable as its engine
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -184,8 +185,10 @@ class CachedEngine:
         kept = "file" if self.serializable else "rebuilt in-process on load"
         figures = ""
         if t and v:
-            figures = (f", {t.get('speedup', float('nan')):.2f}x vs eager, PSNR {v.get('psnr_db')} dB, "
-                       f"max abs error {v.get('max_abs_error')}")
+            per_frame = float(t.get("engine_ms_per_frame", "nan"))
+            psnr, mae = float(v.get("psnr_db", "nan")), float(v.get("max_abs_error", "nan"))
+            figures = (f", {float(t.get('speedup', 'nan')):.2f}x vs eager, {per_frame:.4g} ms per frame, "
+                       f"PSNR {psnr:.1f} dB, max abs error {mae:.3g}")
         return f"{self.path.name} [{r.get('backend')}, {kept}]{figures}: {self.status}"
 
 

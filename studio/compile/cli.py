@@ -54,7 +54,8 @@ class ProgressBar:
             if log_line:
                 self.stream.write("\r\033[K" + log_line + "\n")
             filled = int(round(pct * self.width))
-            self.stream.write(f"\r\033[K[{'#' * filled}{'.' * (self.width - filled)}] {pct * 100:3.0f}%  {message}"[:160])
+            bar = f"[{'#' * filled}{'.' * (self.width - filled)}] {pct * 100:3.0f}%  {message}"
+            self.stream.write("\r\033[K" + bar[:160])
             if pct >= 1.0:
                 self.stream.write("\n")
         elif log_line:

@@ -141,7 +141,10 @@ def compile_target(model: str, target: "CompileTarget", settings: BuildSettings,
     name = cache.engine_name(model, target.name, fp.arch, settings.precision, settings.batch, b.ext)
     path = root / name
     sidecar = cache.sidecar_of(path)
-    stopped = (lambda: abort is not None and abort.is_set())
+
+    def stopped() -> bool:
+        return abort is not None and abort.is_set()
+
     yield Progress(0.0, f"{b.label} {PRECISION_LABELS[settings.precision]} b{settings.batch}: {target.name}",
                    f"engine {name} on {fp.summary()}")
 

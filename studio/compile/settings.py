@@ -22,7 +22,8 @@ MIN_PSNR_DB = {"fp32": 50.0, "fp16": 35.0, "bf16": 30.0, "fp8": 30.0, "int8": 30
 class BuildSettings:
     """One engine build. ``batch`` is the batch the engine is built and timed at (its file name's ``b{batch}``)."""
 
-    backend: str = field(default="onnxruntime", metadata={"help": "eager, inductor, cuda_graphs, onnxruntime, tensorrt"})
+    backend: str = field(default="onnxruntime",
+                         metadata={"help": "eager, inductor, cuda_graphs, onnxruntime, tensorrt"})
     precision: str = field(default="fp32", metadata={"help": "fp32, fp16, bf16, fp8 (e4m3), int8"})
     batch: int = field(default=1, metadata={"help": "Batch size of the engine (profiles 1, 16, 32, 64)"})
     inductor_mode: str = field(default="default", metadata={"help": "torch.compile mode"})

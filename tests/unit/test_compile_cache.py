@@ -14,7 +14,8 @@ from studio.compile.settings import BuildSettings
 
 
 def test_names_follow_the_scheme() -> None:
-    assert cache.engine_name("builtin", "renderer", "sm_90", "fp16", 16, "plan") == "builtin-renderer_sm_90_fp16_b16.plan"
+    assert cache.engine_name("builtin", "renderer", "sm_90", "fp16", 16, "plan") == \
+        "builtin-renderer_sm_90_fp16_b16.plan"
     assert cache.engine_name("musetalk-1.5", "vae_decoder", "cpu", "int8", 1, "onnx") == \
         "musetalk-1.5-vae-decoder_cpu_int8_b1.onnx"
     assert cache.engine_name("wan2.1-1.3b", "wan2.1-1.3b", "sm_80", "bf16", 64, "inductor") == \
