@@ -38,7 +38,8 @@ def _add_picture_args(p: argparse.ArgumentParser, default_size: int = 512) -> No
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto: the GPU where there is one)")
     p.add_argument("--engine", default="builtin", help="the talking-head engine (see `doctor`; default builtin)")
     p.add_argument("--weights", type=Path, help="the engine's release folder (its own file layout)")
-    p.add_argument("--optimizations", help="all (default), none (the plain pipeline), or a comma list of: "
+    p.add_argument("--optimizations", help="default (what helps this engine here), all, none (the plain pipeline), "
+                                           "or a comma list of: "
                                            "pyramidal, audio_cache, frame_interpolation, kv_cache, async_pipeline, "
                                            "silence_sieve, cuda_graphs, gpu_encode")
     p.add_argument("--background", help="canvas background: an image file or a colour as #RRGGBB")
@@ -173,9 +174,9 @@ def core_settings_from(args: argparse.Namespace, live: bool = False):
     if args.optimizations is None and live:
         from studio.pipeline.live import live_optimizations
 
-        opts = live_optimizations(device)
+        opts = live_optimizations(device, args.engine)
     else:
-        opts = parse_optimizations(args.optimizations, device)
+        opts = parse_optimizations(args.optimizations, device, args.engine)
     stride = 2
     if args.key_fps:
         if not 0 < args.key_fps <= fps or abs(fps / args.key_fps - round(fps / args.key_fps)) > 1e-6:

@@ -102,6 +102,11 @@ class FingerprintCache:
     def __len__(self) -> int:
         return len(self._d)
 
+    def clear(self) -> None:
+        """Forget every entry (a cold cache, as at start-up); the measured cost of a miss is kept."""
+        with self._lock:
+            self._d.clear()
+
     def reset_counts(self) -> None:
         """Zero the hit / miss / eviction counts (e.g. per pass); the measured cost of a miss is kept."""
         with self._lock:

@@ -58,7 +58,6 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
     import torch
 
     from studio.bench.harness import _per_frame, build_program, cut_program, load_program, machine_info
-    from studio.pipeline.factory import default_optimizations
     from studio.pipeline.roles import GENERATORS
     from studio.presenter.anchor import build_anchor
     from studio.presenter.renderer import resolve_device
@@ -74,7 +73,7 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
 
     tmp = Path(tempfile.mkdtemp(prefix="leaderboard_"))
     rows: list[dict] = []
-    all_opts = default_optimizations(str(dev))
+    all_opts = str(dev)  # each engine's own defaults: studio.pipeline.factory.default_optimizations
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     entries = [e for e in ENTRIES if not engines or e[0] in engines]
     for i, (name, native, suffix) in enumerate(entries):
@@ -161,8 +160,10 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress) -> d
     """Runs of one engine: plain, optimized (twice), and all-but-one for each flag on."""
     from studio.pipeline.roles import GENERATORS
 
+    from studio.pipeline.factory import default_optimizations
+
     gen = GENERATORS.create(b.engine)
-    opts = frozenset(all_opts)
+    opts = default_optimizations(all_opts, b.engine)
     runs: dict = {"opts": opts}
 
     def one(flags):

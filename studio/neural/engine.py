@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from studio.audio.features import N_MELS, SAMPLE_RATE_HZ, StreamingLogMel
-from studio.audio.fingerprint import STRIDE_MS, WINDOW_MEL, FingerprintCache, window_ends
+from studio.audio.fingerprint import STRIDE_MS, WINDOW_MEL, FingerprintCache
 from studio.audio.settings import SieveSettings
 from studio.audio.sieve import SilenceSieve
 from studio.errors import ModelLoadError

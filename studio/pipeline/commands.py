@@ -97,12 +97,26 @@ class SetFormat:
 
 
 @dataclass(frozen=True)
+class StartOutput:
+    """Send the program to ``url`` too (studio.encode.streams.output_for_url)."""
+
+    url: str
+    allow_remote: bool = False
+
+
+@dataclass(frozen=True)
+class StopOutput:
+    url: str
+
+
+@dataclass(frozen=True)
 class Shutdown:
     pass
 
 
 Command = Union[LoadAnchor, GoLive, Stop, SetPaused, StartRecording, StopRecording, SetVoice, SetMicrophone,
-                SetMode, SetAudioEngine, RecoverRecordings, SetOptimizations, SetFormat, Shutdown]
+                SetMode, SetAudioEngine, RecoverRecordings, SetOptimizations, SetFormat, StartOutput, StopOutput,
+                Shutdown]
 
 
 # -- events (runtime -> UI) -------------------------------------------------------------------------------------------
@@ -197,6 +211,14 @@ class RecordingsRecovered:
 
 
 @dataclass(frozen=True)
+class OutputsChanged:
+    """The stream outputs now on (their URLs), and what went wrong with the last request ("" when nothing)."""
+
+    urls: tuple[str, ...]
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class FormatChanged:
     settings: object  # the CoreSettings now in effect
     message: str  # "" when applied as asked; else why not
@@ -209,4 +231,4 @@ class Error:
 
 Event = Union[AnchorProgress, AnchorLoaded, AnchorFailed, StateChanged, AudioOutputStatus, VoicesListed,
               MicrophoneStatus, ModeChanged, SegmentStarted, SegmentFailed, RundownFinished, RecordingStarted, RecordingStopped,
-              RecordingFailed, RecordingsRecovered, FormatChanged, Error]
+              RecordingFailed, RecordingsRecovered, FormatChanged, OutputsChanged, Error]

@@ -27,18 +27,26 @@ def presenter_px(settings: CoreSettings) -> int:
     return settings.canvas_height_px if settings.layout is Layout.CANVAS else settings.size_px
 
 
-def default_optimizations(device: str) -> frozenset[Optimization]:
-    """What the drivers switch on unless told otherwise: everything that applies on this device."""
+def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Optimization]:
+    """What the drivers switch on unless told otherwise: everything that applies on this device, except keyframes +
+    interpolation for the built-in engine, which measured slower with it on both devices: its in-between frames are
+    composed in full and only the warp field is interpolated, which the pyramidal field has already made cheap
+    (bench and the studio's live shares, results/cpu and results/gpu). The HUD's pill turns it on."""
     opts = set(ALL_OPTIMIZATIONS)
     if not device.startswith("cuda"):
         opts -= {Optimization.CUDA_GRAPHS, Optimization.GPU_ENCODE}
+    if engine == "builtin":
+        opts -= {Optimization.FRAME_INTERPOLATION}
     return frozenset(opts)
 
 
-def parse_optimizations(text: str | None, device: str) -> frozenset[Optimization]:
-    """``--optimizations``: "all" (default), "none", or a comma list of flag names (``pyramidal,async_pipeline``)."""
-    if text is None or text.strip().lower() == "all":
-        return default_optimizations(device)
+def parse_optimizations(text: str | None, device: str, engine: str = "builtin") -> frozenset[Optimization]:
+    """``--optimizations``: "default" (what helps this engine here), "all", "none", or a comma list of flag names
+    (``pyramidal,async_pipeline``)."""
+    if text is None or text.strip().lower() == "default":
+        return default_optimizations(device, engine)
+    if text.strip().lower() == "all":
+        return default_optimizations(device, "")
     if text.strip().lower() in ("none", "plain", ""):
         return frozenset()
     out = set()

@@ -24,12 +24,12 @@ from studio.pipeline.settings import CoreSettings, Optimization
 log = logging.getLogger(__name__)
 
 
-def live_optimizations(device: str) -> frozenset[Optimization]:
+def live_optimizations(device: str, engine: str = "builtin") -> frozenset[Optimization]:
     """What the microphone path runs with by default: everything but keyframe interpolation, which would show each
     in-between frame one frame period later (+40 ms at 25 fps) against a 150 ms sound-to-pixel target."""
     from studio.pipeline.factory import default_optimizations
 
-    return default_optimizations(device) - {Optimization.FRAME_INTERPOLATION}
+    return default_optimizations(device, engine) - {Optimization.FRAME_INTERPOLATION}
 
 
 @dataclass(frozen=True)

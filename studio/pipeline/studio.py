@@ -185,6 +185,7 @@ class StudioRuntime:
         self._clock: _Clock | None = None
         self._preview = None
         self._shows_mic = False
+        self._streams: dict[str, object] = {}  # url -> the stream output on air
 
     # -- the UI's side (thread-safe, never blocks) --------------------------------------------------------------
 
@@ -327,6 +328,8 @@ class StudioRuntime:
 
     def _teardown(self) -> None:
         self._stop_recording()
+        for url in list(self._streams):
+            self._stop_output(url)
         self._stop_core()
         if self._preview is not None:
             self._preview.close()
@@ -378,7 +381,8 @@ class StudioRuntime:
                 self._motion = ProgramMotion(audio_engine=self._audio_engine, seed=s.seed)
             source, motion = self._program_source, self._motion
             self._preview.clock = self._clock
-        outputs = [self._preview] + ([self._recorder] if self._recorder is not None else [])
+        outputs = [self._preview] + ([self._recorder] if self._recorder is not None else []) + list(
+            self._streams.values())
         style = CanvasStyle(background_image=self.settings.canvas_background) \
             if self.settings.canvas_background else None
         core = make_core(source, motion, s, self._anchor, outputs, bus=self.bus, canvas_style=style)
@@ -471,6 +475,10 @@ class StudioRuntime:
                 self._set_optimizations(frozenset(c.optimizations))
             elif isinstance(c, cmd.SetFormat):
                 self._set_format(c.settings, c.background)
+            elif isinstance(c, cmd.StartOutput):
+                self._start_output(c.url, c.allow_remote)
+            elif isinstance(c, cmd.StopOutput):
+                self._stop_output(c.url)
             elif isinstance(c, cmd.RecoverRecordings):
                 got = recover_recordings(c.folder)
                 if got:
@@ -675,6 +683,48 @@ class StudioRuntime:
         else:
             state = RuntimeState.IDLE
         self._set_state(state)
+
+    # -- stream outputs ---------------------------------------------------------------------------------------------
+
+    def _start_output(self, url: str, allow_remote: bool) -> None:
+        from studio.encode.streams import output_for_url
+
+        url = url.strip()
+        if not url or url in self._streams:
+            return
+        try:
+            if allow_remote and url.startswith(("ws://", "http://")):
+                from studio.encode.websocket import WebSocketOutput
+
+                out = WebSocketOutput.from_url(url, allow_remote=True)
+            else:
+                out = output_for_url(url)
+            if self._core is not None:
+                self._core.add_output(out)
+                out._opened = True  # type: ignore[attr-defined]
+        except StudioError as exc:
+            self._emit(cmd.OutputsChanged(tuple(self._streams), f"{url}: {exc}"))
+            return
+        self._streams[url] = out
+        self._emit(cmd.OutputsChanged(tuple(self._streams), ""))
+
+    def _stop_output(self, url: str) -> None:
+        out = self._streams.pop(url, None)
+        if out is None:
+            return
+        try:
+            if self._core is not None:
+                self._core.remove_output(out)
+            else:
+                out.close()
+        except StudioError as exc:
+            self._emit(cmd.OutputsChanged(tuple(self._streams), f"{url}: {exc}"))
+            return
+        self._emit(cmd.OutputsChanged(tuple(self._streams), ""))
+
+    def output_stats(self) -> list:
+        """(url, OutputStats) of every stream output (the Outputs panel polls it on the window's timer)."""
+        return [(url, out.stats()) for url, out in list(self._streams.items())]
 
     # -- recording --------------------------------------------------------------------------------------------------
 

@@ -43,9 +43,15 @@ def _ms(v: float) -> str:
     return "—" if not math.isfinite(v) else f"{v:.1f}"
 
 
+SHORT = {Optimization.PYRAMIDAL: "pyramidal", Optimization.AUDIO_CACHE: "audio cache",
+         Optimization.FRAME_INTERPOLATION: "keyframes", Optimization.KV_CACHE: "KV cache",
+         Optimization.ASYNC_PIPELINE: "async", Optimization.SILENCE_SIEVE: "sieve",
+         Optimization.CUDA_GRAPHS: "graphs / engine", Optimization.GPU_ENCODE: "GPU encode"}
+
+
 def pill_text(share: OptimizationShare) -> str:
     """What one pill says: the name and, in plain words, whether it runs and what it saved."""
-    name = Optimization(share.name).label if share.name in {o.value for o in Optimization} \
+    name = SHORT[Optimization(share.name)] if share.name in {o.value for o in Optimization} \
         else share.name.replace("_", " ")
     if share.status is OptimizationStatus.UNAVAILABLE:
         return f"{name}: n/a here"
@@ -93,7 +99,7 @@ class HudStrip(QFrame):
         pill_grid.setHorizontalSpacing(6)
         pill_grid.setVerticalSpacing(4)
         for i, opt in enumerate(Optimization):
-            b = QPushButton(opt.label)
+            b = QPushButton(SHORT[opt])
             b.setProperty("role", "pill")
             b.setProperty("status", "not active")
             b.setCheckable(True)

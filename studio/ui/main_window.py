@@ -14,7 +14,7 @@ from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence, QPixmap
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox, QDockWidget, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMainWindow, QProgressBar, QPushButton,
-    QVBoxLayout, QWidget,
+    QTabWidget, QVBoxLayout, QWidget,
 )
 
 from studio.audio.capture import list_input_devices
@@ -30,6 +30,7 @@ from studio.ui.charts import TelemetryCharts
 from studio.ui.format_panel import FormatPanel, load_format
 from studio.ui.hud import HudStrip, install_hud
 from studio.ui.leaderboard_panel import LeaderboardPanel
+from studio.ui.outputs_panel import OutputsPanel
 from studio.ui.preview import LevelMeter, PreviewPanel
 from studio.ui.rundown_panel import RundownPanel, Teleprompter
 
@@ -41,7 +42,7 @@ CHARTS_EVERY_TICKS = 30  # ~500 ms: redrawing seven plots costs the GUI thread ~
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 APP_TITLE = "NewsStudio"
 FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized
-LAYOUT_VERSION = 3  # bump when the default dock layout changes, so an old saved layout is not restored over it
+LAYOUT_VERSION = 4  # bump when the default dock layout changes, so an old saved layout is not restored over it
 ON_AIR_STATES = (RuntimeState.LIVE, RuntimeState.PREPARING, RuntimeState.MICROPHONE)
 
 
@@ -61,13 +62,14 @@ def default_studio_settings(qs: QSettings, cuda: bool) -> StudioSettings:
 
     base = StudioSettings()
     device = "cuda" if cuda else "cpu"
-    core = replace(base.core, device=device, optimizations=default_optimizations(device))
+    core = replace(base.core, device=device)
     core, background = load_format(qs, core, cuda)
+    core = replace(core, optimizations=default_optimizations(core.device, core.engine))
     saved = qs.value("pipeline/optimizations", None)
     if saved is not None:
         names = [x for x in str(saved).split(",") if x]
         flags = frozenset(Optimization(x) for x in names if x in {o.value for o in Optimization})
-        core = replace(core, optimizations=flags & default_optimizations(core.device))
+        core = replace(core, optimizations=flags & default_optimizations(core.device, ""))
     return replace(base, core=core, canvas_background=background)
 
 
@@ -134,6 +136,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
         self.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
+        self.setTabPosition(Qt.AllDockWidgetAreas, QTabWidget.North)
         self._build_docks()
         self._build_actions()
         self._build_status_bar()
@@ -245,6 +248,10 @@ class MainWindow(QMainWindow):
         self.format_dock = self._dock("PROGRAM FORMAT", "format", self.format_panel)
         self.leaderboard = LeaderboardPanel("cuda" if self.cuda else "cpu")
         self.leaderboard_dock = self._dock("LEADERBOARD", "leaderboard", self.leaderboard)
+        self.outputs = OutputsPanel()
+        self.outputs.start_requested.connect(lambda url, remote: self.bridge.send(rt.StartOutput(url, remote)))
+        self.outputs.stop_requested.connect(lambda url: self.bridge.send(rt.StopOutput(url)))
+        self.outputs_dock = self._dock("OUTPUTS", "outputs", self.outputs)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
         self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
         self.anchor_dock = self._dock("ANCHOR", "anchor", anchor_panel)
@@ -260,9 +267,13 @@ class MainWindow(QMainWindow):
         self.splitDockWidget(self.mic_dock, self.record_dock, Qt.Vertical)
         self.splitDockWidget(self.preview_dock, self.prompter_dock, Qt.Vertical)
         self.splitDockWidget(self.prompter_dock, self.charts_dock, Qt.Horizontal)
+        self.addDockWidget(Qt.LeftDockWidgetArea, self.format_dock)
         self.tabifyDockWidget(self.voice_dock, self.format_dock)
         self.voice_dock.raise_()
         self.splitDockWidget(self.rundown_dock, self.leaderboard_dock, Qt.Vertical)
+        self.addDockWidget(Qt.RightDockWidgetArea, self.outputs_dock)
+        self.tabifyDockWidget(self.leaderboard_dock, self.outputs_dock)
+        self.leaderboard_dock.raise_()
         self.setMinimumSize(1100, 700)
 
     def _default_layout(self) -> None:
@@ -298,7 +309,7 @@ class MainWindow(QMainWindow):
         menu.addAction(self.mode_action)
         view = self.menuBar().addMenu("&View")
         for d in (self.preview_dock, self.rundown_dock, self.prompter_dock, self.charts_dock, self.format_dock,
-                  self.leaderboard_dock,
+                  self.leaderboard_dock, self.outputs_dock,
                   self.anchor_dock, self.voice_dock,
                   self.mic_dock, self.record_dock):
             view.addAction(d.toggleViewAction())
@@ -511,6 +522,8 @@ class MainWindow(QMainWindow):
         if self._ticks % TELEMETRY_EVERY_TICKS == 0:
             self._refresh_telemetry()
             self.hud_strip.refresh()
+            if self.outputs.isVisible():
+                self.outputs.refresh(self.runtime.output_stats())
         if self._ticks % CHARTS_EVERY_TICKS == 3:  # offset from the telemetry tick: never both in one tick
             self.charts.update_from(self.runtime.bus.latest("core"), self.telemetry.fps_shown if self.telemetry
                                     else 0.0)
@@ -642,6 +655,10 @@ class MainWindow(QMainWindow):
         elif isinstance(e, rt.RecordingsRecovered):
             names = ", ".join(p.name for p in e.paths)
             self.statusBar().showMessage(f"Recovered recordings cut short last time: {names}", 15000)
+        elif isinstance(e, rt.OutputsChanged):
+            self.outputs.set_outputs(e.urls, e.message)
+            if e.message:
+                self.statusBar().showMessage(e.message, 15000)
         elif isinstance(e, rt.FormatChanged):
             self.format_panel.result(e.settings, e.message)
             if e.message:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import replace
 
+from PySide6.QtGui import QColor
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView, QComboBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
@@ -198,7 +199,7 @@ class RundownPanel(QWidget):
             f = self.list.item(i).font()
             f.setBold(i == row)
             self.list.item(i).setFont(f)
-            self.list.item(i).setForeground(Qt.white if i == row else self.list.palette().text().color())
+            self.list.item(i).setForeground(QColor(theme.ON_AIR) if i == row else self.list.palette().text().color())
         if 0 <= row < self.list.count():
             self.list.scrollToItem(self.list.item(row))
 
@@ -212,7 +213,7 @@ class Teleprompter(QWidget):
         self.header.setProperty("role", "muted")
         self.view = QTextBrowser()
         self.view.setOpenLinks(False)
-        self.view.setStyleSheet(f"QTextBrowser {{ background: #07090c; border: none; padding: 14px; }}")
+        self.view.setStyleSheet("QTextBrowser { background: #07090c; border: none; padding: 14px; }")
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 10)
         lay.addWidget(self.header)

@@ -1,4 +1,4 @@
-"""The HUD draws what the telemetry bus holds, and H toggles it (offscreen)."""
+"""The HUD strip draws the core's newest bus sample, a pill click asks for the flag, and H hides it (offscreen)."""
 
 from __future__ import annotations
 
@@ -6,71 +6,91 @@ import math
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtWidgets import QMainWindow, QVBoxLayout, QWidget
 
+from studio.pipeline.settings import Optimization
 from studio.pipeline.telemetry import (CacheRate, ComputeSaved, OptimizationShare, OptimizationStatus, StageTiming,
                                        TelemetryBus, TelemetrySample)
-from studio.ui.hud import install_hud, pill_text
-from studio.ui.preview import FrameView
+from studio.ui.hud import HudStrip, install_hud, pill_text
 
 pytestmark = pytest.mark.qt
 
 
 def known_sample() -> TelemetrySample:
     return TelemetrySample(
-        taken_s=1.0, source="runtime", frames_produced=321, frames_dropped=7, fps_shown=24.5, fps_target=25.0,
-        stages={"render": StageTiming(41.25, 55.5, 50, 2000.0), "motion": StageTiming(0.75, 1.5, 50, 40.0)},
-        queue_depths={"present": 2}, drops={"render": 5, "present": 2},
+        taken_s=1.0, source="core", frames_produced=321, frames_dropped=7, fps_target=25.0,
+        stages={"generate": StageTiming(41.25, 55.5, 50, 2000.0), "motion": StageTiming(0.75, 1.5, 50, 40.0)},
+        queue_depths={"motion->generate": 2}, drops={"source": 7},
         caches={"audio_cache": CacheRate(hits=3, misses=1, saved_ms=12.0)},
-        compute=ComputeSaved(40.0, 10.0, "calibration at 12:00:00: plain renderer, 8 frames", shares=(
-            OptimizationShare("pyramidal", OptimizationStatus.ACTIVE, 0.5),
-            OptimizationShare("silence_sieve", OptimizationStatus.INACTIVE, 0.1, "switched off"),
-            OptimizationShare("gpu_encode", OptimizationStatus.UNAVAILABLE, math.nan, "no GPU / no NVENC"))))
+        compute=ComputeSaved(40.0, 10.0, "this run: plain chunks interleaved 1 in 8", shares=(
+            OptimizationShare("pyramidal", OptimizationStatus.ACTIVE, 0.5, "measured live"),
+            OptimizationShare("silence_sieve", OptimizationStatus.INACTIVE, math.nan, "switched off"),
+            OptimizationShare("gpu_encode", OptimizationStatus.UNAVAILABLE, math.nan, "no CUDA GPU"))))
 
 
 @pytest.fixture
 def window(qtbot):
     w = QMainWindow()
-    view = FrameView()
-    w.setCentralWidget(view)
+    body = QWidget()
+    lay = QVBoxLayout(body)
     bus = TelemetryBus()
-    hud, action = install_hud(w, view, bus)
-    w.resize(900, 700)
+    strip = HudStrip(bus)
+    lay.addWidget(strip)
+    w.setCentralWidget(body)
+    action = install_hud(w, strip)
+    w.resize(1200, 300)
     qtbot.addWidget(w)
     w.show()
     qtbot.waitExposed(w)
     w.activateWindow()
-    return w, hud, action, bus
+    return w, strip, action, bus
 
 
-def test_hud_shows_the_bus_sample(window) -> None:
-    w, hud, action, bus = window
-    action.setChecked(True)
+def test_strip_shows_the_core_sample(window) -> None:
+    w, strip, action, bus = window
+    assert strip.isVisible()  # visible by default
     bus.publish(known_sample())
-    hud.refresh()
-    assert "41.2 ms" in hud.stages.text() and "p95    55.5 ms" in hud.stages.text()
-    assert "24.5 / 25 fps" in hud.rates.text() and "dropped 7" in hud.rates.text()
-    assert "audio_cache 75% hit" in hud.caches.text()
-    assert "compute saved 75%" in hud.compute.text()
-    assert "calibration at 12:00:00" in hud.source.text()
-    pills = [p.text() for p in hud.pills if not p.isHidden()]
-    assert pills == ["pyramidal: saves 50%", "silence sieve: not active (switched off, bench 10%)",
-                     "gpu encode: unavailable (no GPU / no NVENC)"]
-    bus.publish(TelemetrySample(taken_s=2.0, source="runtime", stages={"render": StageTiming(12.0, 13.0, 1, 12.0)}))
-    hud.refresh()  # the newest sample replaces the old one
-    assert "12.0 ms" in hud.stages.text() and "compute saved: —" in hud.compute.text()
+    strip.refresh()
+    assert strip.ribbon.text() == "75% compute saved"
+    assert "10.0 of 40.0 ms per frame" in strip.detail.text()
+    assert "plain chunks interleaved" in strip.ribbon.toolTip()
+    assert "dropped 7" in strip.status.text() and "generate 41.2" in strip.status.text()
+    p = strip.pills
+    assert p[Optimization.PYRAMIDAL].text() == "pyramidal: 50%" and p[Optimization.PYRAMIDAL].isChecked()
+    assert p[Optimization.SILENCE_SIEVE].text() == "sieve: off" and not p[Optimization.SILENCE_SIEVE].isChecked()
+    assert p[Optimization.GPU_ENCODE].text() == "GPU encode: n/a here"
+    assert not p[Optimization.GPU_ENCODE].isEnabled() and "no CUDA GPU" in p[Optimization.GPU_ENCODE].toolTip()
+    other = TelemetrySample(taken_s=2.0, source="other", stages={"generate": StageTiming(1.0, 1.0, 1, 1.0)})
+    bus.publish(other)
+    strip.refresh()  # another publisher's sample is not the core's: nothing changes
+    assert strip.ribbon.text() == "75% compute saved"
+    bus.publish(TelemetrySample(taken_s=3.0, source="core", stages={"generate": StageTiming(12.0, 13.0, 1, 12.0)}))
+    strip.refresh()  # the newest core sample replaces the old one
+    assert "generate 12.0" in strip.status.text() and strip.ribbon.text() == "— compute saved"
 
 
-def test_h_toggles_the_hud(window, qtbot) -> None:
-    w, hud, action, bus = window
-    assert not hud.isVisible()
+def test_a_pill_click_asks_for_its_flag(window, qtbot) -> None:
+    w, strip, action, bus = window
+    bus.publish(known_sample())
+    strip.refresh()
+    with qtbot.waitSignal(strip.toggled, timeout=2000) as sig:
+        qtbot.mouseClick(strip.pills[Optimization.SILENCE_SIEVE], Qt.LeftButton)
+    assert sig.args == [Optimization.SILENCE_SIEVE, True]
+    with qtbot.waitSignal(strip.toggled, timeout=2000) as sig:
+        qtbot.mouseClick(strip.pills[Optimization.PYRAMIDAL], Qt.LeftButton)
+    assert sig.args == [Optimization.PYRAMIDAL, False]
+
+
+def test_h_hides_and_shows_the_strip(window, qtbot) -> None:
+    w, strip, action, bus = window
     qtbot.keyClick(w, Qt.Key_H)
-    qtbot.waitUntil(hud.isVisible, timeout=2000)
+    qtbot.waitUntil(lambda: not strip.isVisible(), timeout=2000)
     qtbot.keyClick(w, Qt.Key_H)
-    qtbot.waitUntil(lambda: not hud.isVisible(), timeout=2000)
+    qtbot.waitUntil(strip.isVisible, timeout=2000)
 
 
 def test_pill_words() -> None:
-    assert pill_text(OptimizationShare("kv_cache", OptimizationStatus.UNAVAILABLE, math.nan, "no weights")) == \
-        "kv cache: unavailable (no weights)"
-    assert pill_text(OptimizationShare("pyramidal", OptimizationStatus.ACTIVE, math.nan)) == "pyramidal: saves —"
+    assert pill_text(OptimizationShare("kv_cache", OptimizationStatus.UNAVAILABLE, math.nan, "no model")) == \
+        "KV cache: n/a here"
+    assert pill_text(OptimizationShare("pyramidal", OptimizationStatus.ACTIVE, math.nan)) == "pyramidal: —"
+    assert pill_text(OptimizationShare("frame_interpolation", OptimizationStatus.INACTIVE)) == "keyframes: off"
