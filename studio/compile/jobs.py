@@ -300,10 +300,13 @@ class Installed:
 
 
 def install_cached(model: str, gen: "StudioGenerator", precision: str, batch: int, *, backend: str | None = None,
-                   fp: Fingerprint | None = None, root: Path | None = None) -> list[Installed]:
+                   fp: Fingerprint | None = None, root: Path | None = None,
+                   min_speedup: float = 1.0) -> list[Installed]:
     """For each compile target of an opened generator: find the ready cached engine for this machine, precision
     and batch (the fastest, or ``backend``'s), load and re-verify it, and install it with ``install_engine``.
-    A target without one, or whose engine no longer verifies, stays eager; the messages say which and why."""
+    A target without one, whose engine was not faster than eager by ``min_speedup`` when built (MuseTalk's VAE
+    decoder as dynamic INT8 measured 0.28x on the CPU), or whose engine no longer verifies, stays eager; the messages
+    say which and why."""
     out = []
     for target in gen.compile_targets():
         fp_t = fp or fingerprint(str(target_device(target.example_inputs)))
@@ -311,6 +314,11 @@ def install_cached(model: str, gen: "StudioGenerator", precision: str, batch: in
         if entry is None:
             out.append(Installed(target.name, "", f"{model}/{target.name}: eager (no ready engine for "
                                                   f"{fp_t.arch} {PRECISION_LABELS[precision]} b{batch} in the cache)"))
+            continue
+        speedup = float((entry.record.get("timing") or {}).get("speedup", float("nan")))
+        if not speedup >= min_speedup:
+            out.append(Installed(target.name, "", f"{model}/{target.name}: eager ({entry.path.name} measured "
+                                                  f"{speedup:.2f}x eager when built)"))
             continue
         try:
             fn = load_engine(entry, target, fp=fp_t)

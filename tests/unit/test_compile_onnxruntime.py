@@ -84,7 +84,9 @@ def test_install_cached_picks_the_ready_engine(tmp_path) -> None:
     assert gen.installed == {} and before[0].engine == "" and "eager" in before[0].message
     run(compile_target("tiny", target, BuildSettings(backend="onnxruntime", batch=4, timed_calls=2,
                                                      warmup_calls=0), fp=FP, root=tmp_path))
-    after = install_cached("tiny", gen, "fp32", 4, fp=FP, root=tmp_path)
+    slower = install_cached("tiny", gen, "fp32", 4, fp=FP, root=tmp_path, min_speedup=float("inf"))
+    assert gen.installed == {} and "measured" in slower[0].message  # an engine no faster than eager stays unused
+    after = install_cached("tiny", gen, "fp32", 4, fp=FP, root=tmp_path, min_speedup=0.0)
     assert after[0].engine == "tiny-net_cpu_fp32_b4.onnx" and "onnxruntime" in after[0].message
     x = torch.randn(3, 13)
     with torch.no_grad():
