@@ -120,6 +120,7 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--configs", choices=["ablation", "all"], help="ablation (default): plain, each optimization "
                                                                    "alone, all; all: also all-but-one rows")
     b.add_argument("--leaderboard", action="store_true", help="rank every engine that fits on this device")
+    b.add_argument("--engines", help="with --leaderboard: only these engines (comma list)")
 
     c = sub.add_parser("compile", help="build inference engines into engines/")
     c.add_argument("--list", action="store_true", help="what can be built here, and what is cached")

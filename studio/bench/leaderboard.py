@@ -130,10 +130,15 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
             row["label"] += " — timing twin (weights not installed)"
         rows.append(row)
         progress(f"  plain {p_ms:.2f} ms/frame, optimized {o_ms:.2f} ms/frame ({100 * (1 - o_ms / p_ms):.0f}% saved)")
+        if json_path is not None:  # what is measured so far survives a run cut short
+            json_path.write_text(json.dumps({"started": started, "complete": False, "machine": machine_info(str(dev)),
+                                             "output": f"{b.canvas} canvas at {b.fps:g} fps", "rows": rows},
+                                            indent=1, default=_num))
     measured = sorted((r for r in rows if r["status"] == "measured"), key=lambda r: r["ms_per_frame_optimized"])
     for rank, r in enumerate(measured, 1):
         r["rank"] = rank
-    result = {"started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine_info(str(dev)),
+    result = {"started": started, "complete": True, "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "machine": machine_info(str(dev)),
               "output": f"{b.canvas} canvas at {b.fps:g} fps", "program_s": seconds,
               "rows": measured + [r for r in rows if r["status"] != "measured"]}
     text = json.dumps(result, indent=1, default=_num)
