@@ -85,15 +85,18 @@ def versions(fp: Fingerprint, backend: str) -> dict[str, str]:
 
 
 def module_digest(target: "CompileTarget") -> str:
-    """A digest of what the engine bakes in: the module's class, every parameter and buffer (name, shape, dtype and
-    a strided sample of its values plus their sum) and the example inputs' shapes. Two anchors (the built-in
-    renderer's portrait is a buffer) or two sets of weights give two digests; reading a sample keeps it cheap for a
-    1.3 B-parameter network."""
+    """A digest of what the engine bakes in: the module's class and the source files of its classes, every
+    parameter and buffer (name, shape, dtype and a strided sample of its values plus their sum) and the example
+    inputs' shapes. Two anchors (the built-in renderer's portrait is a buffer), two sets of weights or an edited
+    forward give two digests; reading a sample keeps it cheap for a 1.3 B-parameter network."""
     import torch
 
     h = hashlib.sha256()
     m = target.module
     h.update(f"{type(m).__module__}.{type(m).__qualname__}".encode())
+    # The forward's code (file contents, not paths: another clone is the same engine); an edited renderer is not.
+    for digest in sorted(hashlib.sha256(Path(src).read_bytes()).hexdigest() for src in _source_files(m)):
+        h.update(digest.encode())
     with torch.no_grad():
         tensors = list(m.named_parameters()) + list(m.named_buffers())
         for name, t in tensors:
@@ -111,6 +114,21 @@ def module_digest(target: "CompileTarget") -> str:
         if isinstance(x, torch.Tensor):
             h.update(f"in:{tuple(x.shape[1:]) if target.dynamic_batch else tuple(x.shape)}:{x.dtype}".encode())
     return h.hexdigest()[:32]
+
+
+def _source_files(module) -> set[str]:
+    """The Python files defining the classes of ``module`` and its submodules (those that can be read)."""
+    import inspect
+
+    files = set()
+    for sub in module.modules():
+        try:
+            src = inspect.getsourcefile(type(sub))
+        except TypeError:  # a class defined in C: its code is the installed package's version
+            continue
+        if src and Path(src).is_file():
+            files.add(src)
+    return files
 
 
 def file_sha256(path: Path) -> str:
