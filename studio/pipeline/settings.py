@@ -68,7 +68,9 @@ class CoreSettings:
     measure_baseline: bool = field(
         default=False, metadata={"help": "Interleave baseline chunks (flags off) to measure what each flag saves"})
     baseline_every: int = field(default=8, metadata={"help": "One baseline chunk in this many"})
-    precision: str = "fp32"
+    precision: str = field(default="auto", metadata={
+        "help": "auto (bf16 for the neural engines on a GPU, fp32 otherwise: the built-in renderer keeps fp32 "
+                "geometry), fp32, fp16 or bf16"})
     seed: int = 0
 
     @property
