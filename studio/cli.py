@@ -122,14 +122,10 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--leaderboard", action="store_true", help="rank every engine that fits on this device")
     b.add_argument("--engines", help="with --leaderboard: only these engines (comma list)")
 
-    c = sub.add_parser("compile", help="build inference engines into engines/")
-    c.add_argument("--list", action="store_true", help="what can be built here, and what is cached")
-    c.add_argument("--model", help="the engine to compile (see --list)")
-    c.add_argument("--all", action="store_true", help="every engine that fits on this device")
-    c.add_argument("--backend", default="onnxruntime", help="inductor, cuda_graphs, onnxruntime or tensorrt")
-    c.add_argument("--precision", default="fp32", help="fp32, fp16, bf16, fp8, int8 (what the device supports)")
-    c.add_argument("--batch", type=int, default=1, help="batch size of the engine (1, 16, 32, 64)")
-    c.add_argument("--device", default="auto")
+    c = sub.add_parser("compile", help="build inference engines into engines/ (verified against eager, timed)")
+    from studio.compile.cli import add_arguments
+
+    add_arguments(c)
 
     d = sub.add_parser("doctor", help="what this machine offers: GPU, audio devices, voices, encoders, engines")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")

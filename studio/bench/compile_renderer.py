@@ -23,19 +23,10 @@ import torch
 
 
 def motion(n: int, seed: int = 7) -> np.ndarray:
-    """n x N_COEFFS random motion inside the rig's range (speech, blinks, a few degrees of head turn)."""
-    from studio.presenter.coeffs import N_COEFFS, Coeff
+    """n x N_COEFFS random motion inside the rig's range (``studio.presenter.coeffs.example_motion``)."""
+    from studio.presenter.coeffs import example_motion
 
-    rng = np.random.default_rng(seed)
-    c = np.zeros((n, N_COEFFS), np.float32)
-    c[:, Coeff.JAW_OPEN] = rng.uniform(0, 1, n)
-    c[:, Coeff.LIP_PART] = rng.uniform(0, 0.6, n)
-    c[:, Coeff.LIP_ROUND] = rng.uniform(0, 1, n) * (rng.uniform(0, 1, n) > 0.5)
-    c[:, Coeff.LIP_PRESS] = rng.uniform(0, 1, n) > 0.7
-    c[:, Coeff.BLINK_L] = c[:, Coeff.BLINK_R] = rng.uniform(0, 1, n)
-    c[:, Coeff.HEAD_YAW_DEG:Coeff.HEAD_ROLL_DEG + 1] = rng.uniform(-2, 2, (n, 3))
-    c[:, Coeff.SHIFT_X:] = rng.uniform(-0.01, 0.01, (n, 2))
-    return c
+    return example_motion(n, seed)
 
 
 def renderer_target(anchor, size: int, batch: int, device: str):

@@ -169,9 +169,14 @@ class BuiltinGenerator(Generator):
         return (i.frames_full, i.frames_interpolated, i.frames_fallback) if i is not None else (0, 0, 0)
 
     def compile_targets(self) -> list[CompileTarget]:
+        """The renderer, with fixed shapes and no host synchronisation (``static_shapes``: the same pixels), and
+        example motion that runs every path of it (mouth open and closed, blinks, head turns)."""
+        from studio.presenter.coeffs import example_motion
+
         if self.module is None:
             return []
-        c = torch.zeros((self.settings.batch_frames, N_COEFFS), device=self.device)
+        self.module.static_shapes = True
+        c = torch.from_numpy(example_motion(self.settings.batch_frames)).to(self.device)
         return [CompileTarget("renderer", self.module, (c,), dynamic_batch=True)]
 
     def install_engine(self, name: str, fn: Callable) -> None:

@@ -51,6 +51,25 @@ OVERBITE_MM = 2.5  # the lower incisal edges sit this far above the upper ones a
 UPPER_EDGE_MM = 2.5  # synthesized upper incisal edges below the closed-lip line
 
 
+def _count_below(sorted_: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """torch.searchsorted(sorted_, q) (left side) for short sorted rows, as a comparison count: the same indices,
+    and it exports to ONNX (searchsorted has no translation). ``sorted_`` ... x C broadcasts against ``q`` ... x 1,
+    or is 1-D against any ``q``."""
+    if sorted_.dim() == 1:
+        return (sorted_ < q.unsqueeze(-1)).sum(-1)
+    return (sorted_ < q).sum(-1)
+
+
+def _gradient(f: torch.Tensor, dim: int, spacing: float) -> torch.Tensor:
+    """torch.gradient(f, dim=dim, spacing=spacing) (edge order 1) by slicing: central differences inside, one-sided
+    at the two edges. torch.gradient makes torch.export specialize the batch dimension."""
+    n = f.shape[dim]
+    first = (f.narrow(dim, 1, 1) - f.narrow(dim, 0, 1)) / spacing
+    mid = (f.narrow(dim, 2, n - 2) - f.narrow(dim, 0, n - 2)) / (2 * spacing)
+    last = (f.narrow(dim, n - 1, 1) - f.narrow(dim, n - 2, 1)) / spacing
+    return torch.cat([first, mid, last], dim)
+
+
 def _pix_to_norm(p: torch.Tensor, size: int) -> torch.Tensor:
     """Pixel-centre coordinates -> grid_sample's [-1, 1] (align_corners=False)."""
     return (2.0 * p + 1.0) / size - 1.0
@@ -187,7 +206,7 @@ class WarpRenderer(nn.Module):
         half = ARCH_HALF_WIDTH_MM[0 if upper else 1]
         a = (x_mm.abs() / half).clamp(max=0.995)
         arc = half * torch.atanh(a)  # mm along the arch from the midline
-        k = torch.searchsorted(ends, arc.contiguous()).clamp(max=len(ends) - 1)
+        k = _count_below(ends, arc).clamp(max=len(ends) - 1)
         row = table[k]  # B x 1 x W x 5
         width, length, rise, cusp, bright = row.unbind(-1)
         start = ends[k] - width
@@ -268,7 +287,7 @@ class WarpRenderer(nn.Module):
         gathered = disp[:, self.tri_idx]  # B x G*G x 3 x 2
         field = (gathered * self.tri_w[None, :, :, None]).sum(2).view(b, g, g, 2).permute(0, 3, 1, 2)  # B x 2 x G x G
         step = self.size / g
-        dy, dx = torch.gradient(field, dim=(2, 3), spacing=(step, step))
+        dy, dx = _gradient(field, 2, step), _gradient(field, 3, step)
         table = torch.cat([field, dx, dy], 1)  # B x 6 x G x G: D, dD/dx, dD/dy
         x = self.grid_px.unsqueeze(0).expand(b, -1, -1, -1)  # B x G x G x 2 target positions
         p = x - field.permute(0, 2, 3, 1)
@@ -300,10 +319,13 @@ class WarpRenderer(nn.Module):
     def _chain_y(self, pts: torch.Tensor, chain: tuple[int, ...], xs: torch.Tensor) -> torch.Tensor:
         """B x W: y of a lip chain (left-to-right) at columns xs, linear between landmarks."""
         idx = self._idx(tuple(chain), pts.device)
-        cx = torch.cummax(pts[:, idx, 0], dim=1).values.contiguous()
+        px = pts[:, idx, 0]  # B x C
+        # Running maximum along the chain as a masked max (torch.cummax has no ONNX translation): B x C, ascending.
+        upto = torch.ones(len(chain), len(chain), dtype=torch.bool, device=px.device).tril()  # [j, k]: k <= j
+        cx = torch.where(upto, px.unsqueeze(1), torch.finfo(px.dtype).min).amax(-1)
         cy = pts[:, idx, 1]
-        q = xs.unsqueeze(0).expand(pts.shape[0], -1).contiguous()
-        i = torch.searchsorted(cx, q).clamp(1, len(chain) - 1)
+        q = xs.unsqueeze(0).expand(pts.shape[0], -1)
+        i = _count_below(cx.unsqueeze(1), q.unsqueeze(2)).clamp(1, len(chain) - 1)  # B x W
         x0, x1 = cx.gather(1, i - 1), cx.gather(1, i)
         y0, y1 = cy.gather(1, i - 1), cy.gather(1, i)
         t = ((q - x0) / (x1 - x0).clamp(min=1e-4)).clamp(0, 1)
