@@ -225,10 +225,17 @@ class FormatChanged:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """Something the producer should know that is not an error (e.g. which compiled engine the core runs)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
 class Error:
     message: str
 
 
 Event = Union[AnchorProgress, AnchorLoaded, AnchorFailed, StateChanged, AudioOutputStatus, VoicesListed,
               MicrophoneStatus, ModeChanged, SegmentStarted, SegmentFailed, RundownFinished, RecordingStarted, RecordingStopped,
-              RecordingFailed, RecordingsRecovered, FormatChanged, OutputsChanged, Error]
+              RecordingFailed, RecordingsRecovered, FormatChanged, OutputsChanged, Notice, Error]

@@ -69,6 +69,8 @@ class GeneratorPool:
         self.weights_dir = weights_dir
         self._factory = GENERATORS.get(engine)
         self._gens: dict[tuple[bool, bool], Generator] = {}
+        self.engine_notes: list[str] = []  # which compiled engines the forms run (or why eager), for the studio
+        self.compiled_installed: bool | None = None  # CPU: whether a compiled engine runs (None: not tried yet)
         self._lock = threading.Lock()
         self._on_open = on_open
         self.info = self.get(False, False).info
@@ -107,9 +109,18 @@ class GeneratorPool:
             precision = self.s.precision
             if precision == "auto":  # tensor-core precision for the neural engines on a GPU (fp32 ran 14x slower)
                 precision = "bf16" if self.s.device.startswith("cuda") and self.engine != "builtin" else "fp32"
+            cuda = self.s.device.startswith("cuda")
             gen.open(self.anchor, GeneratorSettings(
                 device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
-                weights_dir=self.weights_dir, cuda_graphs=graphs, seed=self.s.seed))
+                weights_dir=self.weights_dir, cuda_graphs=graphs and cuda, seed=self.s.seed))
+            if graphs and not cuda:  # on the CPU: the cached compiled engine
+                from studio.compile.jobs import install_cached
+
+                installed = install_cached(self.engine, gen, precision, batch)
+                for inst in installed:
+                    log.info("%s", inst.message)
+                    self.engine_notes.append(inst.message)
+                self.compiled_installed = any(inst.engine for inst in installed)
             if self._on_open is not None:
                 self._on_open(gen, key)
             self._gens[key] = gen
@@ -235,6 +246,7 @@ class Core:
         self._stop = threading.Event()
         self.failed_outputs: list[tuple[Output, str]] = []  # outputs taken out of the program, and why
         self._pinned_bufs: dict = {}
+        self._compiled_note: str | None = None
         self._started_s = time.monotonic()
 
     # -- control (any thread) ------------------------------------------------------------------------------------
@@ -247,7 +259,7 @@ class Core:
     def set_optimizations(self, opts: frozenset[Optimization]) -> None:
         """Switch flags from the next chunk on (ASYNC_PIPELINE takes effect at the next ``run``)."""
         opts = frozenset(opts)
-        if O.CUDA_GRAPHS in opts and not self.cuda:
+        if O.CUDA_GRAPHS in opts and O.CUDA_GRAPHS in self.unavailable():
             opts = opts - {O.CUDA_GRAPHS}
         with self._opts_lock:
             self._opts = opts
@@ -276,9 +288,9 @@ class Core:
         """Open the generator forms the current flags (and the baseline variants) need, so that no run pays for a
         model's set-up or a CUDA graph capture inside its timed frames."""
         opts = self.optimizations
-        forms = {(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts and self.cuda)}
+        forms = {(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts)}
         if self.s.measure_baseline:
-            forms |= {(False, False), (False, O.CUDA_GRAPHS in opts and self.cuda), (O.PYRAMIDAL in opts, False)}
+            forms |= {(False, False), (False, O.CUDA_GRAPHS in opts), (O.PYRAMIDAL in opts, False)}
         for pyramidal, graphs in forms:
             self.pool.get(pyramidal, graphs)
 
@@ -365,7 +377,7 @@ class Core:
         if self.cuda:
             ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             ev0.record(torch.cuda.current_stream())
-        gen = self.pool.get(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts and self.cuda)
+        gen = self.pool.get(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts)
         c = torch.as_tensor(chunk.coeffs, device=self.device)
         feats = None if chunk.features is None else torch.as_tensor(chunk.features, device=self.device)
         contiguous = chunk.n and chunk.skipped == 0 and int(chunk.slots[0]) == self._last_slot + 1 \
@@ -602,7 +614,16 @@ class Core:
         """Flags this machine or engine cannot use, with the reason in words."""
         out: dict[Optimization, str] = {}
         if not self.cuda:
-            out[O.CUDA_GRAPHS] = "no CUDA GPU"
+            if self._compiled_note is None:  # the engine cache is read once per core, not per chunk
+                from studio.pipeline.factory import compiled_engine_note
+
+                self._compiled_note = compiled_engine_note(self.pool.engine, self.s.device)
+            why = self._compiled_note
+            if not why and self.pool.compiled_installed is False:
+                why = "none of the cached engines fits this portrait, size and batch: " + "; ".join(
+                    self.pool.engine_notes)
+            if why:
+                out[O.CUDA_GRAPHS] = f"no CUDA GPU, and {why}"
             out[O.GPU_ENCODE] = "no CUDA GPU (no GPU colour conversion, no NVENC)"
         st = self.motion.stats()
         if "kv_cache_bytes" not in st:

@@ -27,6 +27,25 @@ def presenter_px(settings: CoreSettings) -> int:
     return settings.canvas_height_px if settings.layout is Layout.CANVAS else settings.size_px
 
 
+def compiled_engine_note(engine: str, device: str) -> str:
+    """"" when ``engines/`` holds a ready compiled engine of ``engine`` for this machine (what CUDA_GRAPHS means on
+    the CPU: the cached ONNX Runtime engine instead of eager), else why there is none, in words."""
+    if device.startswith("cuda"):
+        return ""
+    try:
+        from studio.compile.cache import scan
+        from studio.compile.silicon import fingerprint
+        from studio.paths import ENGINES
+
+        ready = [e for e in scan(ENGINES, fingerprint(device)) if e.record.get("model") == engine and e.ready]
+    except (ImportError, OSError, ValueError) as exc:
+        return f"the engine cache cannot be read ({exc})"
+    if ready:
+        return ""
+    return (f"no compiled engine of {engine} for this CPU in engines/: build one in the COMPILE panel or with "
+            f"`python main.py compile --model {engine} --backend onnxruntime`")
+
+
 def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Optimization]:
     """What the drivers switch on unless told otherwise: everything that applies on this device, except keyframes +
     interpolation for the built-in engine, which measured slower with it on both devices: its in-between frames are
@@ -34,7 +53,9 @@ def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Opt
     (bench and the studio's live shares, results/cpu and results/gpu). The HUD's pill turns it on."""
     opts = set(ALL_OPTIMIZATIONS)
     if not device.startswith("cuda"):
-        opts -= {Optimization.CUDA_GRAPHS, Optimization.GPU_ENCODE}
+        opts -= {Optimization.GPU_ENCODE}
+        if not engine or compiled_engine_note(engine, device):
+            opts -= {Optimization.CUDA_GRAPHS}
     if engine == "builtin":
         opts -= {Optimization.FRAME_INTERPOLATION}
     return frozenset(opts)
@@ -57,9 +78,11 @@ def parse_optimizations(text: str | None, device: str, engine: str = "builtin") 
             names = ", ".join(o.value for o in Optimization)
             raise InputError(f"Unknown optimization '{name}': use all, none, or a comma list of {names}.") from None
     if not device.startswith("cuda"):
-        gpu_only = out & {Optimization.CUDA_GRAPHS, Optimization.GPU_ENCODE}
-        if gpu_only:
-            raise InputError(f"{', '.join(o.value for o in gpu_only)} need a CUDA GPU: leave them out on the CPU.")
+        if Optimization.GPU_ENCODE in out:
+            raise InputError("gpu_encode needs a CUDA GPU: leave it out on the CPU.")
+        why = compiled_engine_note(engine, device) if Optimization.CUDA_GRAPHS in out else ""
+        if why:
+            raise InputError(f"cuda_graphs on the CPU means a compiled engine, and there is {why}.")
     return frozenset(out)
 
 
@@ -69,10 +92,14 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
     """The core for ``source`` -> ``motion`` -> the engine ``settings.engine`` -> ``outputs``.
 
     ``on_air`` False (the bench) lets a timing twin run; on air a twin is refused with the reason."""
-    gpu_only = settings.optimizations & {Optimization.CUDA_GRAPHS, Optimization.GPU_ENCODE}
-    if gpu_only and not settings.device.startswith("cuda"):
-        raise InputError(f"{', '.join(sorted(o.value for o in gpu_only))} need a CUDA GPU: leave them out on the "
-                         f"{settings.device}.")
+    cpu = not settings.device.startswith("cuda")
+    if cpu and Optimization.GPU_ENCODE in settings.optimizations:
+        raise InputError(f"gpu_encode needs a CUDA GPU: leave it out on the {settings.device}.")
+    if cpu and Optimization.CUDA_GRAPHS in settings.optimizations:
+        why = compiled_engine_note(settings.engine, settings.device)
+        if why:
+            raise InputError(f"cuda_graphs needs a CUDA GPU, or on the {settings.device} a compiled engine, and there "
+                             f"is {why}.")
     pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir)
     gen = pool.get(False, False)
     if on_air and gen.twin:

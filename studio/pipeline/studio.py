@@ -223,6 +223,11 @@ class StudioRuntime:
         return self._core
 
     @property
+    def anchor(self):
+        """The anchor pack on air (read-only data), or None before the first."""
+        return self._anchor
+
+    @property
     def core_settings(self) -> CoreSettings:
         return self._core_settings
 
@@ -387,6 +392,8 @@ class StudioRuntime:
             if self.settings.canvas_background else None
         core = make_core(source, motion, s, self._anchor, outputs, bus=self.bus, canvas_style=style)
         core.warm()
+        for note in core.pool.engine_notes:  # which compiled engine runs, or why eager
+            self._emit(cmd.Notice(note))
         stop = threading.Event()
 
         def work() -> None:
@@ -492,10 +499,14 @@ class StudioRuntime:
     def _set_optimizations(self, opts: frozenset) -> None:
         s = self._core_settings
         if not s.device.startswith("cuda"):
-            opts = opts - {Optimization.CUDA_GRAPHS, Optimization.GPU_ENCODE}
-        async_changed = (Optimization.ASYNC_PIPELINE in opts) != (Optimization.ASYNC_PIPELINE in s.optimizations)
+            from studio.pipeline.factory import compiled_engine_note
+
+            opts = opts - {Optimization.GPU_ENCODE}
+            if Optimization.CUDA_GRAPHS in opts and compiled_engine_note(s.engine, s.device):
+                opts = opts - {Optimization.CUDA_GRAPHS}
+        restart = {Optimization.ASYNC_PIPELINE, Optimization.CUDA_GRAPHS} & (opts ^ s.optimizations)
         self._core_settings = replace(s, optimizations=opts)
-        if self._core is not None and not async_changed:
+        if self._core is not None and not restart:
             self._core.set_optimizations(opts)
             self._core.s = replace(self._core.s, optimizations=opts)
         elif self._core is not None:

@@ -30,6 +30,7 @@ from studio.ui.charts import TelemetryCharts
 from studio.ui.format_panel import FormatPanel, load_format
 from studio.ui.hud import HudStrip, install_hud
 from studio.ui.leaderboard_panel import LeaderboardPanel
+from studio.ui.compile_panel import CompilePanel
 from studio.ui.outputs_panel import OutputsPanel
 from studio.ui.preview import LevelMeter, PreviewPanel
 from studio.ui.rundown_panel import RundownPanel, Teleprompter
@@ -42,7 +43,7 @@ CHARTS_EVERY_TICKS = 30  # ~500 ms: redrawing seven plots costs the GUI thread ~
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 APP_TITLE = "NewsStudio"
 FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized
-LAYOUT_VERSION = 4  # bump when the default dock layout changes, so an old saved layout is not restored over it
+LAYOUT_VERSION = 6  # bump when the default dock layout changes, so an old saved layout is not restored over it
 ON_AIR_STATES = (RuntimeState.LIVE, RuntimeState.PREPARING, RuntimeState.MICROPHONE)
 
 
@@ -247,11 +248,20 @@ class MainWindow(QMainWindow):
         self.format_panel.apply_requested.connect(lambda s, bg: self.bridge.send(rt.SetFormat(s, bg)))
         self.format_dock = self._dock("PROGRAM FORMAT", "format", self.format_panel)
         self.leaderboard = LeaderboardPanel("cuda" if self.cuda else "cpu")
-        self.leaderboard_dock = self._dock("LEADERBOARD", "leaderboard", self.leaderboard)
+
         self.outputs = OutputsPanel()
         self.outputs.start_requested.connect(lambda url, remote: self.bridge.send(rt.StartOutput(url, remote)))
         self.outputs.stop_requested.connect(lambda url: self.bridge.send(rt.StopOutput(url)))
-        self.outputs_dock = self._dock("OUTPUTS", "outputs", self.outputs)
+
+        self.compile_panel = CompilePanel(self.runtime.core_settings.device, lambda: self.runtime.anchor,
+                                          lambda: self.runtime.core_settings)
+        self.compile_panel.compiled.connect(self._engine_compiled)
+        # One dock with tabs (dock tab groups left a stale tab bar over the preview here): outputs, engines, compile
+        self.tools = QTabWidget()
+        self.tools.addTab(self.outputs, "OUTPUTS")
+        self.tools.addTab(self.leaderboard, "LEADERBOARD")
+        self.tools.addTab(self.compile_panel, "COMPILE")
+        self.tools_dock = self._dock("LIVE OUTPUTS · ENGINES", "tools", self.tools)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
         self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
         self.anchor_dock = self._dock("ANCHOR", "anchor", anchor_panel)
@@ -270,10 +280,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.LeftDockWidgetArea, self.format_dock)
         self.tabifyDockWidget(self.voice_dock, self.format_dock)
         self.voice_dock.raise_()
-        self.splitDockWidget(self.rundown_dock, self.leaderboard_dock, Qt.Vertical)
-        self.addDockWidget(Qt.RightDockWidgetArea, self.outputs_dock)
-        self.tabifyDockWidget(self.leaderboard_dock, self.outputs_dock)
-        self.leaderboard_dock.raise_()
+        self.splitDockWidget(self.rundown_dock, self.tools_dock, Qt.Vertical)
         self.setMinimumSize(1100, 700)
 
     def _default_layout(self) -> None:
@@ -309,7 +316,7 @@ class MainWindow(QMainWindow):
         menu.addAction(self.mode_action)
         view = self.menuBar().addMenu("&View")
         for d in (self.preview_dock, self.rundown_dock, self.prompter_dock, self.charts_dock, self.format_dock,
-                  self.leaderboard_dock, self.outputs_dock,
+                  self.tools_dock,
                   self.anchor_dock, self.voice_dock,
                   self.mic_dock, self.record_dock):
             view.addAction(d.toggleViewAction())
@@ -428,6 +435,16 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"{opt.label} {'on' if on else 'off'}: the HUD shows the difference within "
                                      "seconds.", 5000)
 
+    def _engine_compiled(self, model: str) -> None:
+        """A compile finished: run the studio on it (the HUD's "graphs / engine" pill), where it is this engine."""
+        from studio.pipeline.settings import Optimization
+
+        if model != self.runtime.core_settings.engine:
+            return
+        flags = set(self.runtime.core_settings.optimizations) | {Optimization.CUDA_GRAPHS}
+        self.settings.setValue("pipeline/optimizations", ",".join(sorted(o.value for o in flags)))
+        self.bridge.send(rt.SetOptimizations(frozenset(flags)))
+
     def _go_live(self, rows: list, segments: list) -> None:
         self.live_stall_max_ms = 0.0
         self.bridge.send(rt.GoLive(tuple(segments), tuple(rows)))
@@ -522,7 +539,7 @@ class MainWindow(QMainWindow):
         if self._ticks % TELEMETRY_EVERY_TICKS == 0:
             self._refresh_telemetry()
             self.hud_strip.refresh()
-            if self.outputs.isVisible():
+            if self.outputs.isVisible() or self._ticks % (TELEMETRY_EVERY_TICKS * 10) == 0:
                 self.outputs.refresh(self.runtime.output_stats())
         if self._ticks % CHARTS_EVERY_TICKS == 3:  # offset from the telemetry tick: never both in one tick
             self.charts.update_from(self.runtime.bus.latest("core"), self.telemetry.fps_shown if self.telemetry
@@ -655,6 +672,8 @@ class MainWindow(QMainWindow):
         elif isinstance(e, rt.RecordingsRecovered):
             names = ", ".join(p.name for p in e.paths)
             self.statusBar().showMessage(f"Recovered recordings cut short last time: {names}", 15000)
+        elif isinstance(e, rt.Notice):
+            self.statusBar().showMessage(e.message, 15000)
         elif isinstance(e, rt.OutputsChanged):
             self.outputs.set_outputs(e.urls, e.message)
             if e.message:
@@ -700,5 +719,6 @@ class MainWindow(QMainWindow):
             self.settings.sync()
             self._save_rundown()
             self.leaderboard.shutdown()
+            self.compile_panel.shutdown()
             self.bridge.shutdown()  # closes the recording into a playable file, then quit() + wait()
         super().closeEvent(event)
