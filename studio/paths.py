@@ -7,7 +7,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESOURCES = REPO_ROOT / "resources"
-ENGINES = REPO_ROOT / "engines"
+# compiled engines: the repository's engines/ unless $NEWSSTUDIO_ENGINES names another folder (a shared cache)
+ENGINES = Path(os.environ.get("NEWSSTUDIO_ENGINES") or REPO_ROOT / "engines")
 
 
 def data_dir() -> Path:

@@ -14,6 +14,9 @@ os.environ.setdefault("GLOG_minloglevel", "2")
 if "NEWSSTUDIO_HOME" not in os.environ:
     # Anchor caches and logs of the tests live in one folder per run, never in the user's.
     os.environ["NEWSSTUDIO_HOME"] = tempfile.mkdtemp(prefix="newsstudio-tests-")
+if "NEWSSTUDIO_ENGINES" not in os.environ:
+    # An empty compiled-engine cache: a verdict must not depend on the engines a developer built in engines/.
+    os.environ["NEWSSTUDIO_ENGINES"] = tempfile.mkdtemp(prefix="newsstudio-engines-")
 
 import shutil  # noqa: E402
 import subprocess  # noqa: E402

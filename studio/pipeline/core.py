@@ -54,6 +54,25 @@ _WINDOW = 120  # chunks of history for the live figures
 
 # -- generators at the sizes and forms the flags ask for -------------------------------------------------------------
 
+def compiled_engine_note(engine: str, device: str) -> str:
+    """"" when ``engines/`` holds a ready compiled engine of ``engine`` for this machine (what CUDA_GRAPHS means on
+    the CPU: the cached ONNX Runtime engine instead of eager), else why there is none, in words."""
+    if device.startswith("cuda"):
+        return ""
+    try:
+        from studio.compile.cache import scan
+        from studio.compile.silicon import fingerprint
+        from studio.paths import ENGINES
+
+        ready = [e for e in scan(ENGINES, fingerprint(device)) if e.record.get("model") == engine and e.ready]
+    except (ImportError, OSError, ValueError) as exc:
+        return f"the engine cache cannot be read ({exc})"
+    if ready:
+        return ""
+    return (f"no compiled engine of {engine} for this CPU in engines/: build one in the COMPILE panel or with "
+            f"`python main.py compile --model {engine} --backend onnxruntime`")
+
+
 class GeneratorPool:
     """The generator in each form the core may ask for: plain or pyramidal, eager or graphed. Made on first use and
     kept; all share the anchor and the device."""
@@ -93,14 +112,13 @@ class GeneratorPool:
             gen = self._gens.get(key)
             if gen is not None:
                 return gen
-            kwargs = {}
-            if self.engine == "builtin":
-                kwargs = {"field_divisor": self.s.field_divisor if pyramidal else 4,
-                          "max_interp_error_px_at_512": self.s.max_interp_error_px_at_512}
-            gen = self._factory(**kwargs)
+            gen = self._factory()
+            if gen.info.name == "builtin":  # the built-in's pyramidal form is its low-resolution warp field
+                gen = self._factory(field_divisor=self.s.field_divisor if pyramidal else 4,
+                                    max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
             self._pastes_face = bool(getattr(gen, "pastes_face", False))
             size = self.size_for(pyramidal) if hasattr(self, "info") else (
-                self.presenter_px if self.engine == "builtin" or self._pastes_face else 0)
+                self.presenter_px if gen.info.name == "builtin" or self._pastes_face else 0)
             if not size:  # first generator of a heavy engine: its info decides the size
                 size = gen.info.pyramidal_px if pyramidal and gen.info.pyramidal_px else (
                     self.s.native_px or gen.info.native_px or self.presenter_px)
@@ -108,7 +126,7 @@ class GeneratorPool:
             batch = sizes[0] if len(sizes) == 1 else self.s.batch_frames
             precision = self.s.precision
             if precision == "auto":  # tensor-core precision for the neural engines on a GPU (fp32 ran 14x slower)
-                precision = "bf16" if self.s.device.startswith("cuda") and self.engine != "builtin" else "fp32"
+                precision = "bf16" if self.s.device.startswith("cuda") and gen.info.name != "builtin" else "fp32"
             cuda = self.s.device.startswith("cuda")
             gen.open(self.anchor, GeneratorSettings(
                 device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
@@ -425,7 +443,7 @@ class Core:
         if up is None:
             from studio.pipeline.post import Upscaler, UpscaleRoute
 
-            route = UpscaleRoute.SPAN if self.pool.engine != "builtin" else UpscaleRoute.BICUBIC
+            route = UpscaleRoute.SPAN if self.pool.info.name != "builtin" else UpscaleRoute.BICUBIC
             up = Upscaler(target, route)
             up.open(self.fmt, str(self.device))
             self._upscalers[target] = up
@@ -615,8 +633,6 @@ class Core:
         out: dict[Optimization, str] = {}
         if not self.cuda:
             if self._compiled_note is None:  # the engine cache is read once per core, not per chunk
-                from studio.pipeline.factory import compiled_engine_note
-
                 self._compiled_note = compiled_engine_note(self.pool.engine, self.s.device)
             why = self._compiled_note
             if not why and self.pool.compiled_installed is False:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from studio.errors import InputError
-from studio.pipeline.core import Core, GeneratorPool
+from studio.pipeline.core import Core, GeneratorPool, compiled_engine_note
 from studio.pipeline.roles import Layout, MotionSource, Output, Source
 from studio.pipeline.settings import ALL_OPTIMIZATIONS, CoreSettings, Optimization
 from studio.pipeline.telemetry import TelemetryBus
@@ -27,25 +27,6 @@ def presenter_px(settings: CoreSettings) -> int:
     return settings.canvas_height_px if settings.layout is Layout.CANVAS else settings.size_px
 
 
-def compiled_engine_note(engine: str, device: str) -> str:
-    """"" when ``engines/`` holds a ready compiled engine of ``engine`` for this machine (what CUDA_GRAPHS means on
-    the CPU: the cached ONNX Runtime engine instead of eager), else why there is none, in words."""
-    if device.startswith("cuda"):
-        return ""
-    try:
-        from studio.compile.cache import scan
-        from studio.compile.silicon import fingerprint
-        from studio.paths import ENGINES
-
-        ready = [e for e in scan(ENGINES, fingerprint(device)) if e.record.get("model") == engine and e.ready]
-    except (ImportError, OSError, ValueError) as exc:
-        return f"the engine cache cannot be read ({exc})"
-    if ready:
-        return ""
-    return (f"no compiled engine of {engine} for this CPU in engines/: build one in the COMPILE panel or with "
-            f"`python main.py compile --model {engine} --backend onnxruntime`")
-
-
 def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Optimization]:
     """What the drivers switch on unless told otherwise: everything that applies on this device, except keyframes +
     interpolation for the built-in engine, which measured slower with it on both devices: its in-between frames are
@@ -59,6 +40,17 @@ def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Opt
     if engine == "builtin":
         opts -= {Optimization.FRAME_INTERPOLATION}
     return frozenset(opts)
+
+
+def usable_here(opts: frozenset[Optimization], engine: str, device: str) -> frozenset[Optimization]:
+    """``opts`` less the flags this device cannot run for ``engine`` (the studio keeps a choice made for another
+    engine or device, and drops what does not apply instead of failing on air; the HUD says why)."""
+    if device.startswith("cuda"):
+        return opts
+    opts = opts - {Optimization.GPU_ENCODE}
+    if Optimization.CUDA_GRAPHS in opts and compiled_engine_note(engine, device):
+        opts = opts - {Optimization.CUDA_GRAPHS}
+    return opts
 
 
 def parse_optimizations(text: str | None, device: str, engine: str = "builtin") -> frozenset[Optimization]:

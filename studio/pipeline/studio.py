@@ -370,14 +370,15 @@ class StudioRuntime:
 
     def _start_core(self) -> None:
         """(Re)start the core on the current source, motion, anchor, settings and outputs."""
-        from studio.pipeline.factory import make_core
+        from studio.pipeline.factory import make_core, usable_here
         from studio.pipeline.motion import ProgramMotion
         from studio.pipeline.post import CanvasStyle
 
         if self._anchor is None:
             return
         self._stop_core()
-        s = self._core_settings
+        s = self._core_settings = replace(self._core_settings, optimizations=usable_here(
+            self._core_settings.optimizations, self._core_settings.engine, self._core_settings.device))
         if self._mode is PreviewMode.MICROPHONE:
             source, motion = self._mic_source, self._motion
             self._preview.clock = None
@@ -497,13 +498,10 @@ class StudioRuntime:
             self._emit(cmd.Error(str(exc)))
 
     def _set_optimizations(self, opts: frozenset) -> None:
-        s = self._core_settings
-        if not s.device.startswith("cuda"):
-            from studio.pipeline.factory import compiled_engine_note
+        from studio.pipeline.factory import usable_here
 
-            opts = opts - {Optimization.GPU_ENCODE}
-            if Optimization.CUDA_GRAPHS in opts and compiled_engine_note(s.engine, s.device):
-                opts = opts - {Optimization.CUDA_GRAPHS}
+        s = self._core_settings
+        opts = usable_here(opts, s.engine, s.device)
         restart = {Optimization.ASYNC_PIPELINE, Optimization.CUDA_GRAPHS} & (opts ^ s.optimizations)
         self._core_settings = replace(s, optimizations=opts)
         if self._core is not None and not restart:

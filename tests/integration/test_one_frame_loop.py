@@ -243,6 +243,7 @@ ALLOWED = {
     "studio/bench/renderer_speed.py": "a bench of the renderer's kernel alone",
     "studio/bench/compile_renderer.py": "the renderer's compiled kernels timed against eager, alone",
     "studio/bench/engine_speed.py": "each engine's forward pass alone (the leaderboard's latency per call)",
+    "studio/ui/soak.py": "the soak tool's fault-injecting generator, a built-in one that raises once when armed",
 }
 
 
