@@ -102,6 +102,7 @@ class Mp4Writer:
         self._closed = False
         self._container: av.container.OutputContainer | None = None
         self._lock = None
+        self.salvaged: Path | None = None  # after a failed write: the playable part, kept (``salvage``)
 
         self._check_folder()
         self._claim_partial()
@@ -301,7 +302,7 @@ class Mp4Writer:
             for packet in stream.encode(frame):
                 self._container.mux(packet)
         except BaseException as exc:
-            self.abort()
+            self._fail()
             if _is_path_error(exc, self.path):
                 raise _path_error(exc, self.path) from exc  # type: ignore[arg-type]
             if isinstance(exc, (av.FFmpegError, ValueError)):
@@ -331,7 +332,7 @@ class Mp4Writer:
             os.replace(self.partial_path, self.path)
             self._release()
         except BaseException as exc:
-            self.abort()
+            self._fail()
             if _is_path_error(exc, self.path):
                 raise _path_error(exc, self.path) from exc  # type: ignore[arg-type]
             if isinstance(exc, av.FFmpegError):
@@ -348,6 +349,38 @@ class Mp4Writer:
         """Stop without producing an output: the partial file is removed. Safe to call more than once."""
         self._closed = True
         self._discard()
+
+    def _fail(self) -> None:
+        """A write failed (a full disk, an encoder error): keep the playable part of a fragmented file, drop the rest."""
+        if self.fragmented:
+            self.salvaged = self.salvage()
+        else:
+            self.abort()
+
+    def salvage(self) -> Path | None:
+        """After a failure mid-recording (a full disk, a failed encoder): keep what is playable of a fragmented file
+        as a visible file (``studio.encode.recovery``: cut at the last whole fragment, never overwriting) instead of
+        removing it. Returns that file, or None when nothing playable was written (the partial is then removed)."""
+        if self._closed:
+            return self.salvaged
+        if not self.fragmented:
+            self.abort()
+            return None
+        from studio.encode.recovery import RecoveryAction, recover_file
+
+        self._closed = True
+        container, self._container = self._container, None
+        if container is not None:
+            try:
+                container.close()  # may fail again on a full disk: the fragments written so far stay whole
+            except (av.FFmpegError, OSError, ValueError) as exc:
+                log.debug("closing a failed container: %s", exc)
+        self._release()
+        if not self.partial_path.exists():
+            return None
+        note = recover_file(self.partial_path)
+        log.info("%s", note.message)
+        return note.path if note.action is RecoveryAction.RECOVERED else None
 
     def _discard(self) -> None:
         container, self._container = self._container, None

@@ -99,6 +99,11 @@ class RecorderOutput(Output):
         self._q.put(("batch", batch.slots[keep], pics[keep], kind, batch.audio_start, audio))
 
     @property
+    def salvaged(self) -> Path | None:
+        """After a failure (a full disk): the playable part of the recording, kept as a visible file, if any."""
+        return getattr(self._writer, "salvaged", None)
+
+    @property
     def duration_s(self) -> float:
         return 0.0 if self.first_slot is None else max(0, self.next_slot - self.first_slot) / self.fmt.fps
 

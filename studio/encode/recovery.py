@@ -207,9 +207,9 @@ def _claim(partial: Path, path: Path) -> Path:
         except FileExistsError:
             continue
         except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP):
+            if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSPC):
                 raise
-            # a file system without hard links: rename, after one more look at the name
+            # a file system without hard links, or a full one: rename, after one more look at the name
             if target.exists():
                 continue
             os.rename(partial, target)

@@ -67,11 +67,15 @@ def _child(conn, shm_name: str, slot_bytes: int, path: str, width: int, height: 
                 writer.abort()
                 conn.send(("closed", ""))
                 return
-    except BaseException as exc:  # every failure is the parent's to report
+    except BaseException as exc:  # every failure is the parent's to report, with what of the file was kept
+        kept = None
         if writer is not None:
-            writer.abort()
+            try:
+                kept = writer.salvage()
+            except Exception:  # noqa: BLE001 (the first failure is the one to report)
+                writer.abort()
         try:
-            conn.send(("error", type(exc).__name__, str(exc)))
+            conn.send(("error", type(exc).__name__, str(exc), str(kept or "")))
         except OSError:
             pass
     finally:
@@ -90,6 +94,7 @@ class EncoderProcess:
         self._cv = threading.Condition()
         self.error: StudioError | None = None
         self.result: Path | None = None
+        self.salvaged: Path | None = None  # after a failure: the playable part of the file, kept (Mp4Writer.salvage)
         self._closed = threading.Event()
         self._conn, child_conn = connection.Pipe()
         self._send_lock = threading.Lock()
@@ -134,6 +139,7 @@ class EncoderProcess:
                     self._free.append(msg[1])
                     self._cv.notify_all()
             elif kind == "error":
+                self.salvaged = Path(msg[3]) if len(msg) > 3 and msg[3] else None  # before error: readers see both
                 self.error = _ERRORS.get(msg[1], EncoderError)(msg[2])
                 log.error("encoder process: %s: %s", msg[1], msg[2])
             elif kind == "closed":

@@ -429,7 +429,7 @@ class StudioRuntime:
                 rec.close()  # keeps what was written where the encoder still can
             except Exception as exc:  # the error that failed it, again
                 log.info("closing the failed recording: %s", exc)
-            self._emit(cmd.RecordingFailed(why))
+            self._emit(cmd.RecordingFailed(_with_salvage(why, rec)))
         t = self._core_thread
         if t is None or t.is_alive():
             if self._restart_at and time.monotonic() >= self._restart_at:
@@ -443,7 +443,7 @@ class StudioRuntime:
             for out, why in core.failed_outputs:
                 if out is self._recorder:
                     self._recorder = None
-                    self._emit(cmd.RecordingFailed(why))
+                    self._emit(cmd.RecordingFailed(_with_salvage(why, out)))
         if err is None or self._shutdown:
             return
         msg = (f"The presenter pipeline failed ({type(err).__name__}: {err}); it restarts in "
@@ -781,7 +781,7 @@ class StudioRuntime:
                 path = rec.close()
         except Exception as exc:  # EncoderError, or what the encoder thread raised
             msg = str(exc) if isinstance(exc, StudioError) else f"Recording failed: {exc}"
-            self._emit(cmd.RecordingFailed(msg))
+            self._emit(cmd.RecordingFailed(_with_salvage(msg, rec)))
             return
         if path is None:
             self._emit(cmd.RecordingFailed("Nothing was recorded: record for longer."))
@@ -890,3 +890,11 @@ class StudioRuntime:
         self._motion = None
         self._mic_source = None
         self._preview.clear()
+
+
+def _with_salvage(why: str, rec) -> str:
+    """A recording's failure, and where what was recorded until then is kept (when the encoder could keep it)."""
+    kept = getattr(rec, "salvaged", None)
+    if kept is None:
+        return why
+    return f"{why} The recording up to that moment is kept in {kept}."

@@ -1,8 +1,9 @@
 """Live telemetry charts (pyqtgraph): per-stage cost, fps and drops, queue depths, audio cache hit rate, KV cache
 bytes, GPU memory and CPU load, over the last ``HISTORY_S`` seconds.
 
-Fed by the window's one timer (``update(sample, fps_shown)``): one point per call, every plot redrawn with
-``setData`` on a bounded history, so a refresh costs well under a millisecond per plot.
+Fed by the window's one timer (``update_from(sample, fps_shown)``): one point per call on a bounded history. The
+window redraws one plot per call of ``draw_one`` on later ticks, so that no tick of the GUI thread paints all seven (on 2
+busy cores one plot's repaint takes a few ms, seven in one tick reached 50-95 ms of stall in the soak).
 """
 
 from __future__ import annotations
@@ -74,9 +75,16 @@ class TelemetryCharts(QWidget):
         self._cpu0 = (time.monotonic(), time.process_time())
         self._dropped0: tuple[float, int] | None = None
         self.points = 0
+        self._next = 0
 
-    def update_from(self, s: TelemetrySample | None, fps_shown: float) -> None:
-        """Add one point per plot (from the newest core sample) and redraw."""
+    def draw_one(self) -> None:
+        """Redraw the next plot in turn (the window calls this on ticks between the data points)."""
+        if self.isVisible():
+            self.plots[self._next].draw(time.monotonic())
+        self._next = (self._next + 1) % len(self.plots)
+
+    def update_from(self, s: TelemetrySample | None, fps_shown: float, draw: bool = True) -> None:
+        """Add one point per plot (from the newest core sample); redraw them all unless ``draw`` is False."""
         now = time.monotonic()
         t_prev, cpu_prev = self._cpu0
         cpu_now = time.process_time()
@@ -102,6 +110,6 @@ class TelemetryCharts(QWidget):
                 self.kv.add(now, {"kv cache": s.extra["kv_cache_bytes"] / 1024.0})
             self.gpu.add(now, {"allocated": s.gpu_mem_mb})
         self.points += 1
-        if self.isVisible():
+        if draw and self.isVisible():
             for p in self.plots:
                 p.draw(now)

@@ -125,3 +125,55 @@ def test_live_recording_is_left_alone_then_recovered_after_kill(tmp_path: Path) 
     notes = recover_folder(tmp_path)
     assert [n.action for n in notes] == [RecoveryAction.RECOVERED]
     assert _frames_decoded(notes[0].path) >= 20
+
+
+_FULL_DISK = textwrap.dedent("""
+    import resource, sys, time
+    from pathlib import Path
+    import numpy as np
+    from studio.encode.recorder import RecorderOutput
+    from studio.errors import StudioError
+    from studio.pipeline.roles import ProgramBatch, ProgramFormat
+
+    out = Path(sys.argv[1])
+    cap = int(sys.argv[2])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))  # the encoder child inherits it: writes past cap fail
+    fmt = ProgramFormat(160, 96, 25.0)
+    rec = RecorderOutput(out, fragmented=True, block=True)
+    rec.open(fmt)
+    rng = np.random.default_rng(0)
+    failed = ""
+    for k in range(400):  # 64 s of noise: far more than the cap holds
+        slots = np.arange(4 * k, 4 * k + 4)
+        a0, a1 = fmt.samples_at(4 * k), fmt.samples_at(4 * k + 4)
+        try:
+            rec.write(ProgramBatch(slots=slots, pts_s=slots / fmt.fps,
+                                   frames=rng.integers(0, 255, (4, fmt.height, fmt.width, 3), np.uint8),
+                                   audio=np.zeros(a1 - a0, np.float32), audio_start=a0))
+        except StudioError as exc:
+            failed = str(exc)
+            break
+        time.sleep(0.002)
+    try:
+        rec.close()
+    except StudioError as exc:
+        failed = failed or str(exc)
+    print("FAILED", failed)
+    print("KEPT", rec.salvaged or "-")
+""")
+
+
+def test_a_recording_cut_by_a_full_disk_keeps_its_playable_part(tmp_path: Path) -> None:
+    """The encoder's writes fail part-way (a file-size limit stands in for a full disk): the recorder reports it, and
+    what was written until then is a visible, playable file, not deleted."""
+    out = tmp_path / "show.mp4"
+    run = subprocess.run([sys.executable, "-c", _FULL_DISK, str(out), str(3_000_000)], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in run.stdout.strip().splitlines() if " " in line)
+    assert lines.get("FAILED"), run.stdout  # the failure was reported
+    kept = Path(lines["KEPT"])
+    assert kept.parent == tmp_path and kept.is_file() and not kept.name.startswith("."), run.stdout
+    assert 0 < kept.stat().st_size <= 3_000_000
+    assert _frames_decoded(kept) >= 25  # at least a second of it plays
+    assert not list(tmp_path.glob(".*.part"))
