@@ -167,6 +167,7 @@ class StudioRuntime:
         self._live = False
         self._shutdown = False
         self._last_error = ""
+        self._mic_lost = False  # the capture's last reported state (``_poll_mic``)
         self._mode = PreviewMode.SCRIPT
         self._requested_mode = PreviewMode.SCRIPT
         self._mic = None  # MicCapture while a microphone is open (level meter, microphone mode)
@@ -352,6 +353,7 @@ class StudioRuntime:
     def _step(self) -> None:
         self._poll_anchor()
         self._poll_core()
+        self._poll_mic()
         now = self.clock_s()
         self._poll_speech(now)
         self._update_state(now)
@@ -420,6 +422,24 @@ class StudioRuntime:
         if core is not None:
             core.pool.close()
 
+    def _poll_mic(self) -> None:
+        """Say when the microphone stops delivering (device unplugged, sound server gone) and when it is back: the
+        capture's watchdog reopens it on its own, the producer hears both."""
+        from studio.audio.capture import CaptureStatus
+
+        mic = self._mic
+        if mic is None:
+            return
+        lost = mic.status is CaptureStatus.DEVICE_LOST
+        if lost == self._mic_lost:
+            return
+        self._mic_lost = lost
+        name = mic.device.name if mic.device else "default"
+        if lost:
+            self._emit(cmd.MicrophoneStatus(False, name, mic.last_error or f"Microphone '{name}' was lost; retrying."))
+        else:
+            self._emit(cmd.MicrophoneStatus(True, name, "listening again"))
+
     def _poll_core(self) -> None:
         rec, core = self._recorder, self._core
         why = next((w for o, w in list(core.failed_outputs) if o is rec), None) if core and rec else None
@@ -436,7 +456,7 @@ class StudioRuntime:
                 self._restart_at = 0.0
                 self._start_core()
             return
-        err = self._core_error
+        err, self._core_error = self._core_error, None  # its traceback holds the failed core's frames
         core = self._core
         self._core_thread = None
         if core is not None:
@@ -444,6 +464,8 @@ class StudioRuntime:
                 if out is self._recorder:
                     self._recorder = None
                     self._emit(cmd.RecordingFailed(_with_salvage(why, out)))
+            core.pool.close()  # the failed core's engines go now, not with the next start
+            self._core = None
         if err is None or self._shutdown:
             return
         msg = (f"The presenter pipeline failed ({type(err).__name__}: {err}); it restarts in "
@@ -810,7 +832,7 @@ class StudioRuntime:
         except AudioDeviceError as exc:
             self._emit(cmd.MicrophoneStatus(False, "", str(exc)))
             return
-        self._mic = mic
+        self._mic, self._mic_lost = mic, False
         self._emit(cmd.MicrophoneStatus(True, mic.device.name if mic.device else "default", "listening"))
         if mic_mode or self._requested_mode is PreviewMode.MICROPHONE:
             self._set_mode(PreviewMode.MICROPHONE)

@@ -315,9 +315,14 @@ class _StallWatch:
                 if last is None or last == seen or time.monotonic() - last < self._limit:
                     continue
                 seen = last
-                frame = sys._current_frames().get(self._main)
+                frames = sys._current_frames()
+                frame = frames.get(self._main)
                 stack = self._tb.format_stack(frame)[-8:] if frame is not None else []
-                self.found.append({"t_s": time.monotonic() - self._t0, "stack": [x.strip() for x in stack]})
+                names = {t.ident: t.name for t in threading.enumerate()}
+                others = {names.get(i, str(i)): [x.strip() for x in self._tb.format_stack(f)[-3:]]
+                          for i, f in frames.items() if i not in (self._main, threading.get_ident())}
+                self.found.append({"t_s": time.monotonic() - self._t0, "stack": [x.strip() for x in stack],
+                                   "other_threads": others})
 
         threading.Thread(target=watch, daemon=True).start()
 

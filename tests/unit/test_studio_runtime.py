@@ -186,6 +186,8 @@ class _FailsOnce:
         self.calls = calls
         self.seen = 0
         self.raised = threading.Event()
+        self.failed_gen = None  # the generator that raised
+        self.closed: list = []  # generators closed, in order
 
     def __enter__(self) -> "_FailsOnce":
         from studio.generators.builtin import BuiltinGenerator
@@ -197,6 +199,7 @@ class _FailsOnce:
             def _tick(self) -> None:
                 probe.seen += 1
                 if probe.seen == probe.calls and not probe.raised.is_set():
+                    probe.failed_gen = self
                     probe.raised.set()
                     raise RuntimeError("injected failure in stage B")
 
@@ -207,6 +210,10 @@ class _FailsOnce:
             def render_span(self, coeffs, strides, carry):
                 self._tick()
                 return super().render_span(coeffs, strides, carry)
+
+            def close(self) -> None:
+                probe.closed.append(self)
+                super().close()
 
         GENERATORS.names()  # load the registry's modules first, so that nothing replaces the test's entry later
         GENERATORS.register(self.name)(lambda **kw: Flaky(**kw))
@@ -231,6 +238,7 @@ def test_a_failing_stage_restarts_the_core_and_the_studio_goes_on() -> None:
         seen = flaky.seen
         r.wait(lambda: flaky.seen > seen + 3 and r.runtime.latest_frame() is not None)  # frames come again
         assert r.runtime.core is restarted and r.runtime.telemetry().state is RuntimeState.IDLE
+        assert flaky.failed_gen in flaky.closed  # the failed core's engines were let go (the soak's memory step)
     assert len(r.of(cmd.Error)) == 1  # one failure, one restart
 
 
@@ -262,3 +270,26 @@ def test_a_recording_that_fails_on_air_is_reported_while_the_show_goes_on(tmp_pa
         assert r.runtime.telemetry().recording_path == ""
     assert "disk is full" in failed[0].message
     assert not r.of(cmd.Error) and not r.of(cmd.RecordingStopped)
+
+
+def test_a_lost_microphone_is_announced_and_so_is_its_return() -> None:
+    """The capture's watchdog reopens a lost device on its own; the runtime says when it went and when it came back
+    (the soak's sound-server restart was silent before)."""
+    from types import SimpleNamespace
+
+    from studio.audio.capture import CaptureStatus
+
+    events: list = []
+    rt_ = StudioRuntime(_settings(), on_event=events.append)
+    mic = SimpleNamespace(status=CaptureStatus.RUNNING, device=SimpleNamespace(name="pulse"), last_error="")
+    rt_._mic = mic
+    rt_._poll_mic()
+    assert not [e for e in events if isinstance(e, cmd.MicrophoneStatus)]  # nothing changed, nothing said
+    mic.status, mic.last_error = CaptureStatus.DEVICE_LOST, "Microphone 'pulse' stopped delivering audio; retrying."
+    rt_._poll_mic()
+    rt_._poll_mic()
+    mic.status, mic.last_error = CaptureStatus.RUNNING, ""
+    rt_._poll_mic()
+    said = [e for e in events if isinstance(e, cmd.MicrophoneStatus)]
+    assert [(e.ok, e.message) for e in said] == [
+        (False, "Microphone 'pulse' stopped delivering audio; retrying."), (True, "listening again")]
