@@ -31,12 +31,17 @@ def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Opt
     """What the drivers switch on unless told otherwise: everything that applies on this device, except keyframes +
     interpolation for the built-in engine, which measured slower with it on both devices: its in-between frames are
     composed in full and only the warp field is interpolated, which the pyramidal field has already made cheap
-    (bench and the studio's live shares, results/cpu and results/gpu). The HUD's pill turns it on."""
+    (bench and the studio's live shares, results/cpu and results/gpu); and on the CPU for every engine: the neural
+    engines' in-between frames come from RIFE, which on the CPU costs more than generating the frame (Wav2Lip at
+    the 1080p canvas: 168 ms a frame plain, 1222 with RIFE in-betweens; results/cpu/s11). The HUD's pill turns it on.
+    ``engine`` "" means every flag this device can run."""
     opts = set(ALL_OPTIMIZATIONS)
     if not device.startswith("cuda"):
         opts -= {Optimization.GPU_ENCODE}
         if not engine or compiled_engine_note(engine, device):
             opts -= {Optimization.CUDA_GRAPHS}
+        if engine:
+            opts -= {Optimization.FRAME_INTERPOLATION}
     if engine == "builtin":
         opts -= {Optimization.FRAME_INTERPOLATION}
     return frozenset(opts)

@@ -54,13 +54,21 @@ class ProgramMotion(MotionSource):
 
     # per item
 
-    def _mouth(self, item, opts: frozenset) -> np.ndarray:
-        """n_slots x 5 mouth coefficients of ``item`` (computed once, kept on the item)."""
+    def _mouth(self, item, opts: frozenset, r: int) -> np.ndarray:
+        """Row ``r`` of ``item``'s n_slots x 5 mouth coefficients. Speech with phone timings and pocketsphinx's
+        recognition are computed once for the whole item; the neural engine's track is streamed, as far as the
+        frames asked for, so a long recording starts at once and its progress is true."""
         key = ("mouth", self.fmt.fps, Optimization.AUDIO_CACHE in opts, Optimization.SILENCE_SIEVE in opts,
                Optimization.KV_CACHE in opts)
         got = item.motion_cache.get(key)
-        if got is not None:
-            return got
+        if got is None:
+            got = self._track(item, opts)
+            item.motion_cache[key] = got
+        if isinstance(got, _NeuralTrack):
+            return got.row(r, self)
+        return got[r]
+
+    def _track(self, item, opts: frozenset):
         n = item.n_slots
         if item.phonemes:
             from studio.presenter.motion import loudness_envelope
@@ -69,7 +77,10 @@ class ProgramMotion(MotionSource):
             loud = loudness_envelope(item.analysis_audio, 16000, self.fmt.fps, n)
             mouth = mouth_track(item.phonemes, self.fmt.fps, n, loudness=loud)[:, _MOUTH]
         elif self.audio_engine is AudioEngine.NEURAL and self._neural_engine() is not None:
-            mouth = self._neural_mouth(item.analysis_audio, n, opts)
+            session = self._neural.session(fingerprints=Optimization.AUDIO_CACHE in opts,
+                                           kv_cache=Optimization.KV_CACHE in opts,
+                                           skip_silence=Optimization.SILENCE_SIEVE in opts)
+            return _NeuralTrack(session, item.analysis_audio, self.fmt.fps, n)
         else:
             from studio.audio.recognizer import recognize_file_phones
             from studio.presenter.motion import loudness_envelope
@@ -79,9 +90,7 @@ class ProgramMotion(MotionSource):
             item.motion_cache["phones"] = tuple(phones)
             loud = loudness_envelope(item.analysis_audio, 16000, self.fmt.fps, n)
             mouth = mouth_track(phones, self.fmt.fps, n, loudness=loud)[:, _MOUTH]
-        mouth = np.asarray(mouth, np.float32)
-        item.motion_cache[key] = mouth
-        return mouth
+        return np.asarray(mouth, np.float32)
 
     def _neural_engine(self):
         if self._neural is None:
@@ -99,22 +108,6 @@ class ProgramMotion(MotionSource):
                 return None
         return self._neural
 
-    def _neural_mouth(self, audio: np.ndarray, n: int, opts: frozenset) -> np.ndarray:
-        from studio.neural.engine import NeuralMotion
-
-        eng = self._neural
-        session = eng.session(fingerprints=Optimization.AUDIO_CACHE in opts, kv_cache=Optimization.KV_CACHE in opts,
-                              skip_silence=Optimization.SILENCE_SIEVE in opts)
-        m1, v1 = session.push(audio)
-        m2, v2 = session.flush()
-        motion = NeuralMotion(np.concatenate([m1, m2]), np.concatenate([v1, v2]))
-        self._model_frames += len(motion.mouth)
-        self._model_ms += session.step_ms_total
-        self._model_skipped += session.frames_skipped
-        self._kv_bytes = session.cache_nbytes() if session.kv_cache else float(
-            sum(a.nbytes + b.nbytes for a, b in session._history))
-        return motion.resample(self.fmt.fps, n)
-
     # the role
 
     def motion(self, chunk: Chunk) -> np.ndarray:
@@ -126,7 +119,7 @@ class ProgramMotion(MotionSource):
             item = next((x for x in chunk.items if x.start_slot <= slot < x.end_slot), None)
             mouth = None
             if item is not None:
-                mouth = self._mouth(item, chunk.optimizations)[slot - item.start_slot]
+                mouth = self._mouth(item, chunk.optimizations, slot - item.start_slot)
                 for p in item.phonemes:
                     st = item.start_slot / fps + p.start_s
                     if p.stress == 1 and self._stress_done < st <= t:
@@ -175,6 +168,68 @@ class ProgramMotion(MotionSource):
 
 
 _SILENCE = {"SIL", "sil", "_", "", " ", "#", "^", "$"}
+
+
+class _NeuralTrack:
+    """The neural engine's mouth track of one recording at the output rate, streamed: audio goes into the session
+    in blocks until the rows asked for are exact (each output frame lies between two model frames, as resampling
+    the whole track would place it), and after the last block the session is flushed."""
+
+    BLOCK_SAMPLES = 32000  # 2 s at 16 kHz a push
+
+    def __init__(self, session, audio: np.ndarray, fps: float, n_slots: int) -> None:
+        self.session = session
+        self.audio = audio
+        self.fps = fps
+        self.rows = np.zeros((n_slots, 5), np.float32)
+        self.ready = 0  # rows[:ready] are final
+        self.model = np.zeros((0, 5), np.float32)  # the engine's frames from number ``base`` on
+        self.base = 0
+        self.pushed = 0
+        self.flushed = False
+        self._ms = 0.0
+        self._skipped = 0
+
+    def row(self, r: int, owner: "ProgramMotion") -> np.ndarray:
+        while r >= self.ready and self._advance(owner):
+            pass
+        return self.rows[min(r, len(self.rows) - 1)]
+
+    def _advance(self, owner: "ProgramMotion") -> bool:
+        from studio.neural.constants import FPS as MODEL_FPS
+
+        if self.ready >= len(self.rows):
+            return False
+        s = self.session
+        if self.pushed < len(self.audio):
+            m, _ = s.push(self.audio[self.pushed : self.pushed + self.BLOCK_SAMPLES])
+            self.pushed = min(len(self.audio), self.pushed + self.BLOCK_SAMPLES)
+        else:
+            m, _ = s.flush()
+            self.flushed = True
+        if len(m):
+            self.model = np.concatenate([self.model, np.asarray(m, np.float32)])
+        owner._model_frames += len(m)
+        owner._model_ms += s.step_ms_total - self._ms
+        owner._model_skipped += s.frames_skipped - self._skipped
+        self._ms, self._skipped = s.step_ms_total, s.frames_skipped
+        owner._kv_bytes = s.cache_nbytes() if s.kv_cache else float(
+            sum(a.nbytes + b.nbytes for a, b in s._history))
+        k = self.base + len(self.model)  # model frames so far
+        if self.flushed:
+            end = len(self.rows)
+        else:  # rows whose time is not after the last model frame's centre: interpolated as in the whole track
+            end = min(len(self.rows), max(0, math.floor((k - 0.5) / MODEL_FPS * self.fps - 0.5) + 1))
+        if end > self.ready and len(self.model):
+            dst_t = (np.arange(self.ready, end) + 0.5) / self.fps
+            src_t = (np.arange(self.base, k) + 0.5) / MODEL_FPS
+            self.rows[self.ready:end] = np.stack([np.interp(dst_t, src_t, self.model[:, c]) for c in range(5)], 1)
+        self.ready = max(self.ready, end)
+        # keep the model frames from the one before the next row on
+        first = max(self.base, math.floor((self.ready + 0.5) / self.fps * MODEL_FPS - 0.5) - 1)
+        self.model = self.model[min(first - self.base, len(self.model)):]
+        self.base = min(first, k)
+        return True
 
 
 class MicMotion(MotionSource):

@@ -138,6 +138,9 @@ def test_gpu_flags_need_cuda_and_are_refused_on_the_cpu_in_one_line(default_anch
     assert parse_optimizations("all", "cpu") == frozenset(CPU_FLAGS)  # "all" on the CPU: what applies here
     # the default for the built-in engine leaves out what measured slower for it (factory.default_optimizations)
     assert parse_optimizations(None, "cpu") == frozenset(CPU_FLAGS) - {O.FRAME_INTERPOLATION}
+    # RIFE in-betweens cost more than a neural engine's frame on the CPU; on a GPU they are on by default
+    assert O.FRAME_INTERPOLATION not in parse_optimizations(None, "cpu", "wav2lip")
+    assert O.FRAME_INTERPOLATION in parse_optimizations(None, "cuda", "wav2lip")
     with pytest.raises(RenderError):
         BuiltinGenerator().open(default_anchor, GeneratorSettings(device="cpu", size_px=64, cuda_graphs=True))
 

@@ -287,3 +287,41 @@ def test_an_ensembles_members_come_out_as_weights_files_that_rebuild_it(tmp_path
         assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ModelLoadError):
         ensemble_members(singles[0], tmp_path / "none")
+
+
+def test_a_long_recording_is_streamed_and_matches_the_whole_track() -> None:
+    """The program's neural mouth track is computed as far as the frames asked for (a long file starts at once, with
+    true progress), and each row equals the whole track resampled to the output rate."""
+    from studio.pipeline.motion import ProgramMotion, _NeuralTrack
+    from studio.pipeline.roles import ProgramFormat
+    from studio.pipeline.sources import ProgramSource, item_from_audio
+
+    eng = _engine()
+    rng = np.random.default_rng(3)
+    audio = (0.1 * rng.standard_normal(16000 * 12)).astype(np.float32)
+    fps = 30
+    item = item_from_audio(np.zeros(48000 * 12, np.float32), 48000, audio)
+    source = ProgramSource([item])
+    fmt = ProgramFormat(width=64, height=64, fps=fps)
+    source.open(fmt)
+    motion = ProgramMotion()
+    motion._neural = eng
+    motion.open(fmt, source)
+    pushed: list[int] = []
+    track = motion._track(item, frozenset())
+    assert isinstance(track, _NeuralTrack)
+    push = track.session.push
+    track.session.push = lambda x: (pushed.append(len(x)), push(x))[1]
+    first = track.row(0, motion).copy()
+    assert sum(pushed) <= _NeuralTrack.BLOCK_SAMPLES  # the first frame did not wait for the whole file
+    rows = np.stack([track.row(r, motion) for r in range(item.n_slots)])
+    from studio.neural.engine import NeuralMotion
+
+    ref = eng.session(fingerprints=False, kv_cache=False)  # the plain core's options, the whole file at once
+    m1, v1 = ref.push(audio)
+    m2, v2 = ref.flush()
+    model = NeuralMotion(np.concatenate([m1, m2]), np.concatenate([v1, v2]))
+    whole = model.resample(fps, item.n_slots)
+    assert np.array_equal(first, whole[0])
+    assert np.allclose(rows, whole, rtol=0, atol=1e-6), float(np.abs(rows - whole).max())
+    assert motion._model_frames == len(model.mouth)
