@@ -80,7 +80,7 @@ class LeaderboardPanel(QWidget):
         self.table.setRowCount(len(rows))
         for i, r in enumerate(rows):
             measured = r.get("status") == "measured"
-            cells = (str(r.get("rank", "")), r.get("label", r.get("engine", "?")), f"{r.get('native_px', '')} px",
+            cells = (str(r.get("rank", "")), r.get("label", r.get("engine", "?")), _native(r),
                      r.get("backend", "") if measured else r.get("status", ""),
                      r.get("precision", "") if measured else "",
                      _fmt(r.get("ms_per_frame_plain")) if measured else "",
@@ -98,8 +98,10 @@ class LeaderboardPanel(QWidget):
                                     "are not installed). Its time is real; it never goes on air.")
                 self.table.setItem(i, j, item)
         m = data.get("machine", {})
-        self.status.setText(f"{data.get('output', '')} on {m.get('gpu', 'the CPU')}, finished "
-                            f"{data.get('finished', '?')}: wall ms per output frame, plain vs every optimization.")
+        when = (f"finished {data['finished']}" if data.get("complete", True) and data.get("finished")
+                else f"cut short (started {data.get('started', '?')}; the engines listed were measured)")
+        self.status.setText(f"{data.get('output', '')} on {m.get('gpu', 'the CPU')}, {when}: wall ms per output "
+                            "frame, plain vs every optimization.")
 
     def toggle_run(self) -> None:
         if self.proc is not None:
@@ -145,3 +147,9 @@ class LeaderboardPanel(QWidget):
             self.proc.kill()
             self.proc.waitForFinished(3000)
             self.proc = None
+
+
+def _native(row: dict) -> str:
+    """The engine's native size; the built-in warp engine has none (it renders at the output size)."""
+    px = row.get("native_px")
+    return f"{px} px" if px else "any"

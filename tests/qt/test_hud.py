@@ -94,3 +94,20 @@ def test_pill_words() -> None:
         "KV cache: n/a here"
     assert pill_text(OptimizationShare("pyramidal", OptimizationStatus.ACTIVE, math.nan)) == "pyramidal: —"
     assert pill_text(OptimizationShare("frame_interpolation", OptimizationStatus.INACTIVE)) == "keyframes: off"
+
+
+def test_leaderboard_panel_says_a_run_was_cut_short_and_what_the_builtin_size_is(qtbot) -> None:
+    from studio.ui.leaderboard_panel import LeaderboardPanel
+
+    panel = LeaderboardPanel("cpu")
+    qtbot.addWidget(panel)
+    rows = [{"engine": "builtin", "label": "Built-in", "native_px": 0, "status": "measured", "rank": 1,
+             "backend": "eager", "precision": "fp32", "ms_per_frame_plain": 92.5, "ms_per_frame_optimized": 80.0,
+             "compute_saved": 0.135},
+            {"engine": "wav2lip", "label": "Wav2Lip", "native_px": 96, "status": "needs a GPU", "reason": "slow"}]
+    panel.show_result({"started": "2026-12-05 02:00:00", "complete": False, "output": "1080p canvas at 30 fps",
+                       "rows": rows})
+    assert "cut short" in panel.status.text() and "finished ?" not in panel.status.text()
+    assert panel.table.item(0, 2).text() == "any" and panel.table.item(1, 2).text() == "96 px"
+    panel.show_result({"complete": True, "finished": "2026-12-05 02:10:00", "rows": rows})
+    assert "finished 2026-12-05 02:10:00" in panel.status.text()
