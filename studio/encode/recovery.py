@@ -10,6 +10,10 @@ recordings folder).
 
 A partial still being written is left alone: writers hold an exclusive ``flock`` on it (``hold_partial``), and on
 Linux any process with the file open (``/proc/*/fd``) counts as its writer too.
+
+An encoder child process whose parent was killed keeps the playable part itself (``Mp4Writer.salvage``) with nobody
+left to tell: it leaves a hidden ``.NAME-recovered.mp4.note`` beside the file (``leave_note``), and the next start's
+``recover_folder`` announces that file as it announces the ones it recovers.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 
 PARTIAL_PREFIX = "."
 PARTIAL_SUFFIX = ".part"
+NOTE_SUFFIX = ".note"
 _BOX_HEADER = 8
 
 
@@ -276,9 +281,39 @@ def recover_file(partial: Path) -> RecoveryNote:
     return RecoveryNote(RecoveryAction.RECOVERED, partial, target, message, seconds, end, size - end)
 
 
+def leave_note(recovered: Path) -> None:
+    """For a writer that kept a cut recording after its parent died: ``recover_folder`` announces it next time."""
+    recovered = Path(recovered)
+    try:
+        recovered.with_name(f"{PARTIAL_PREFIX}{recovered.name}{NOTE_SUFFIX}").write_text(recovered.name)
+    except OSError as exc:  # the file itself is kept either way
+        log.warning("could not leave a note for %s: %s", recovered, exc)
+
+
+def _left_notes(folder: Path) -> list[RecoveryNote]:
+    """The recordings kept by writers whose parent died (``leave_note``); each note file is read once."""
+    out = []
+    for note in sorted(folder.glob(f".*.mp4{NOTE_SUFFIX}")) if folder.is_dir() else ():
+        target = note.with_name(note.name[len(PARTIAL_PREFIX):-len(NOTE_SUFFIX)])
+        try:
+            note.unlink()
+        except OSError as exc:
+            log.warning("could not remove %s: %s", note, exc)
+            continue
+        if not target.is_file():
+            continue  # moved or deleted since: nothing to announce
+        seconds = _video_seconds(target)
+        message = (f"Recovered a cut recording into {target.name}" +
+                   (f" ({seconds:.1f} s of video)." if seconds is not None else ", but it does not open here: "
+                    "check it in a player."))
+        out.append(RecoveryNote(RecoveryAction.RECOVERED, target, target, message, seconds,
+                                target.stat().st_size))
+    return out
+
+
 def recover_folder(folder: Path) -> list[RecoveryNote]:
     """Recover every partial recording in ``folder``; one note each (empty when there is nothing to do)."""
-    notes = [recover_file(p) for p in find_partials(Path(folder))]
+    notes = _left_notes(Path(folder)) + [recover_file(p) for p in find_partials(Path(folder))]
     for note in notes:
         level = logging.WARNING if note.action is RecoveryAction.FAILED else logging.INFO
         log.log(level, "%s", note.message)

@@ -76,8 +76,13 @@ def _child(conn, shm_name: str, slot_bytes: int, path: str, width: int, height: 
                 writer.abort()
         try:
             conn.send(("error", type(exc).__name__, str(exc), str(kept or "")))
+            orphaned = isinstance(exc, (EOFError, ConnectionError))
         except OSError:
-            pass
+            orphaned = True
+        if orphaned and kept is not None:  # the parent is gone: the next start announces the kept file
+            from studio.encode.recovery import leave_note
+
+            leave_note(kept)
     finally:
         shm.close()
 

@@ -177,3 +177,50 @@ def test_a_recording_cut_by_a_full_disk_keeps_its_playable_part(tmp_path: Path) 
     assert 0 < kept.stat().st_size <= 3_000_000
     assert _frames_decoded(kept) >= 25  # at least a second of it plays
     assert not list(tmp_path.glob(".*.part"))
+
+
+_RECORDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    import numpy as np
+    from studio.encode.recorder import RecorderOutput
+    from studio.pipeline.roles import ProgramBatch, ProgramFormat
+
+    fmt = ProgramFormat(160, 96, 25.0)
+    rec = RecorderOutput(Path(sys.argv[1]), fragmented=True, block=True)
+    rec.open(fmt)
+    for k in range(10 ** 6):  # until killed
+        slots = np.arange(4 * k, 4 * k + 4)
+        a0, a1 = fmt.samples_at(4 * k), fmt.samples_at(4 * k + 4)
+        rec.write(ProgramBatch(slots=slots, pts_s=slots / fmt.fps, frames=np.full((4, 96, 160, 3), k % 255, np.uint8),
+                               audio=np.zeros(a1 - a0, np.float32), audio_start=a0))
+        if k == 25:
+            print("ready", flush=True)
+        time.sleep(0.01)
+""")
+
+
+def test_a_recording_whose_program_was_killed_is_kept_and_announced_next_time(tmp_path: Path) -> None:
+    """kill -9 of the program: its encoder child keeps the playable part (nobody left to tell), and the next start
+    announces it once."""
+    import time
+
+    out = tmp_path / "take.mp4"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", _RECORDER, str(out)], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    kept = tmp_path / "take-recovered.mp4"
+    deadline = time.monotonic() + 60
+    notes = recover_folder(tmp_path)
+    while not any(n.action is RecoveryAction.RECOVERED for n in notes) and time.monotonic() < deadline:
+        assert all(n.action is RecoveryAction.IN_USE for n in notes)  # the child is still keeping it
+        time.sleep(0.1)
+        notes = recover_folder(tmp_path)
+    assert [(n.action, n.path) for n in notes] == [(RecoveryAction.RECOVERED, kept)]
+    assert "take-recovered.mp4" in notes[0].message and _frames_decoded(kept) >= 20
+    assert recover_folder(tmp_path) == []  # announced once
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["take-recovered.mp4"]
