@@ -63,6 +63,8 @@ class StudioSettings:
     audio_engine: AudioEngine = DEFAULT_AUDIO_ENGINE
     default_voice: str = "piper:joe"
     warm_up_voice: bool = True  # speak one word at start-up so that loading the voice model never stalls a show
+    warm_up_microphone: bool = True  # load the microphone's audio engine at start-up, so that the switch is instant
+    trim_memory_every_s: float = 10.0  # hand freed heap memory back to the system this often (0: never; ~20 ms)
     canvas_background: Path | None = None
     restart_backoff_s: float = 1.0  # after a core failure, wait this long before restarting it
 
@@ -104,6 +106,37 @@ def _warm_imports() -> None:
     except ImportError as exc:  # reported when the feature is used
         log.warning("warming imports: %s", exc)
     log.info("imports for recording and the microphone mode warmed in %.0f ms", (time.perf_counter() - t0) * 1e3)
+
+
+def _warm_microphone(engine: AudioEngine) -> None:
+    """Load the microphone's audio engine and run it on a second of silence before the presenter starts: loaded at
+    the switch, it held the GIL long enough to stall the window (166 ms in the soak) and raised the resident size by
+    ~100 MB in the middle of a show; loaded beside a running core, it made it drop frames. Skipped where there is no
+    input device (the mode cannot start there)."""
+    from studio.audio.capture import list_input_devices
+    from studio.audio.features import SAMPLE_RATE_HZ
+    from studio.audio.ringbuffer import AudioRing
+
+    t0 = time.perf_counter()
+    try:
+        if not list_input_devices():
+            return
+        ring = AudioRing(2 * SAMPLE_RATE_HZ, SAMPLE_RATE_HZ)
+        ring.write(np.zeros(SAMPLE_RATE_HZ, np.float32))
+        if engine is AudioEngine.NEURAL:
+            from studio.neural.mic import NeuralMicMotionSource
+
+            src = NeuralMicMotionSource(ring)
+        else:
+            from studio.audio.mic_motion import MicMotionSource
+
+            src = MicMotionSource(ring)
+        for k in range(10):
+            src.frame(0.04 * k)
+    except Exception as exc:  # the microphone mode reports it when it is asked for
+        log.warning("warming up the microphone's %s engine: %s", engine.value, exc)
+        return
+    log.info("the microphone's %s engine warmed in %.0f ms", engine.value, (time.perf_counter() - t0) * 1e3)
 
 
 class _Clock:
@@ -179,6 +212,7 @@ class StudioRuntime:
         self._core_stop: threading.Event | None = None
         self._core_error: BaseException | None = None
         self._restart_at = 0.0
+        self._trim_at = time.monotonic() + self.settings.trim_memory_every_s
         self._source = None
         self._motion = None
         self._program_source = None  # the script mode's source, kept across mode switches
@@ -315,6 +349,8 @@ class StudioRuntime:
         self._preview = PreviewOutput(clock=self._clock)
         self._pool.submit(self._list_voices)
         self._anchor_pool.submit(_warm_imports)
+        if self.settings.warm_up_microphone:  # before the anchor, so before the core: nothing on air to disturb
+            self._anchor_pool.submit(_warm_microphone, self._audio_engine)
 
     def _list_voices(self) -> None:
         from studio.speech import list_voices
@@ -354,6 +390,7 @@ class StudioRuntime:
         self._poll_anchor()
         self._poll_core()
         self._poll_mic()
+        self._poll_heap()
         now = self.clock_s()
         self._poll_speech(now)
         self._update_state(now)
@@ -421,6 +458,21 @@ class StudioRuntime:
         self._core_thread = None
         if core is not None:
             core.pool.close()
+        self._trim_at = min(self._trim_at, time.monotonic() + 2.0)
+
+    def _poll_heap(self) -> None:
+        """Hand freed memory back every ``trim_memory_every_s``, and soon after a core stopped (its engines' buffers
+        are free then): over a day on air the resident size then follows what is in use."""
+        from studio.pipeline import heap
+
+        every = self.settings.trim_memory_every_s
+        now = time.monotonic()
+        if every <= 0 or now < self._trim_at:
+            return
+        self._trim_at = now + every
+        ms = heap.trim()
+        if math.isfinite(ms):
+            log.debug("heap trimmed in %.1f ms", ms)
 
     def _poll_mic(self) -> None:
         """Say when the microphone stops delivering (device unplugged, sound server gone) and when it is back: the
