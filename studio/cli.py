@@ -95,9 +95,9 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_picture_args(r)
 
     lv = sub.add_parser("live", help="headless live mode from the microphone")
-    lv.add_argument("--seconds", type=float, default=10.0)
+    lv.add_argument("--seconds", type=float, default=10.0, help="how long to stay live (default 10)")
     lv.add_argument("--out", type=Path, help="record to this .mp4")
-    lv.add_argument("--anchor", type=Path)
+    lv.add_argument("--anchor", type=Path, help="portrait image (default: the built-in astronaut)")
     lv.add_argument("--input", help="input device name (default: the system default)")
     lv.add_argument("--audio-engine", choices=[e.value for e in AudioEngine], default=DEFAULT_AUDIO_ENGINE.value,
                     help=f"what turns the voice into mouth motion (default {DEFAULT_AUDIO_ENGINE.value})")
