@@ -44,6 +44,27 @@ def partial_path_for(path: Path | str) -> Path:
     return path.with_name(f".{path.name}.part")
 
 
+def claim_partial(path: Path):
+    """Lock the partial file of ``path`` for its writer (``recovery.PartialLock``); a partial a crash left under this
+    name is recovered first (never truncated), and one another writer is still writing is refused."""
+    from studio.encode.recovery import RecoveryAction, hold_partial, recover_file
+
+    partial = partial_path_for(path)
+    if partial.exists():
+        note = recover_file(partial)
+        if note.action is RecoveryAction.IN_USE:
+            raise OutputPathError(f"Another recording is being written to {path} right now: choose another "
+                                  "output name.")
+        log.warning("%s", note.message)
+    try:
+        return hold_partial(partial)
+    except OSError as exc:
+        if _is_path_error(exc, path):
+            raise _path_error(exc, path) from exc
+        raise OutputPathError(f"Another recording is being written to {path} right now: choose another "
+                              "output name.") from exc
+
+
 def _path_error(exc: OSError, path: Path) -> OutputPathError:
     """A user-facing ``OutputPathError`` for an OS error on ``path`` (the caller raises it ``from exc``)."""
     code = exc.errno
@@ -126,23 +147,7 @@ class Mp4Writer:
             raise OutputPathError(f"Cannot write to {folder}: choose a folder you may write to.")
 
     def _claim_partial(self) -> None:
-        """Lock the partial file for this writer; a partial a crash left under this name is recovered first (never
-        truncated), and one another writer is still writing is refused."""
-        from studio.encode.recovery import RecoveryAction, hold_partial, recover_file
-
-        if self.partial_path.exists():
-            note = recover_file(self.partial_path)
-            if note.action is RecoveryAction.IN_USE:
-                raise OutputPathError(f"Another recording is being written to {self.path} right now: choose another "
-                                      "output name.")
-            log.warning("%s", note.message)
-        try:
-            self._lock = hold_partial(self.partial_path)
-        except OSError as exc:
-            if _is_path_error(exc, self.path):
-                raise _path_error(exc, self.path) from exc
-            raise OutputPathError(f"Another recording is being written to {self.path} right now: choose another "
-                                  "output name.") from exc
+        self._lock = claim_partial(self.path)
 
     def _release(self) -> None:
         lock, self._lock = self._lock, None

@@ -35,6 +35,7 @@ from studio.encode.mp4 import (
     _PLAIN_MOVFLAGS,
     _is_path_error,
     _path_error,
+    claim_partial,
     partial_path_for,
 )
 from studio.errors import EncoderError, InputError, OutputPathError
@@ -168,20 +169,26 @@ class Mp4FileSink(ContainerSink):
         super().__init__(str(partial_path_for(self.path)), "mp4", f"recording {self.path.name}", network=False,
                          options=options, max_queue_frames=max_queue_frames)
         self.display = self.detail = str(self.path)
+        self._lock = claim_partial(self.path)  # another writer is refused; a crash's leftover is recovered first
 
     def finish(self) -> None:
         wrote = self._container is not None
         super().finish()
         partial = Path(self.target)
-        if not wrote:
-            partial.unlink(missing_ok=True)
-            self.result = None
-            return
         try:
-            os.replace(partial, self.path)
-        except OSError as exc:
-            raise _path_error(exc, self.path) from exc
-        self.result = self.path
+            if not wrote:
+                partial.unlink(missing_ok=True)
+                self.result = None
+                return
+            try:
+                os.replace(partial, self.path)
+            except OSError as exc:
+                raise _path_error(exc, self.path) from exc
+            self.result = self.path
+        finally:
+            lock, self._lock = self._lock, None
+            if lock is not None:
+                lock.release()
 
 
 def network_sink(url: str) -> ContainerSink:

@@ -8,6 +8,7 @@ The 60-second real-time runs and the latency measurements are ``python -m studio
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -22,8 +23,9 @@ import pytest
 from studio.encode import partial_path_for, probe_mp4, recover_partial
 from studio.encode.check import free_port, listening, receiver_command
 from studio.encode.encoders import StreamEncodeSettings
-from studio.encode.streams import Mp4HubOutput, StreamOutput
+from studio.encode.streams import Mp4FileSink, Mp4HubOutput, StreamOutput
 from studio.encode.synthetic import SyncSource, decode_media, measure_sync
+from studio.errors import OutputPathError
 from studio.pipeline.roles import OutputState, ProgramFormat
 
 pytestmark = [
@@ -109,6 +111,25 @@ def test_mp4_sink_keeps_the_recorder_guarantees(tmp_path: Path, fragmented: bool
     assert (info.video_codec, info.audio_codec, info.n_video_frames) == ("h264", "aac", 75)
     sync = measure_sync(decode_media(path), src, 3.0)
     assert abs(sync.offset_xcorr_ms) < 1  # the priming edit list: zero offset, as Mp4Writer's
+
+
+def test_mp4_sink_refuses_a_file_being_written_and_recovers_a_crashs_leftover(tmp_path: Path) -> None:
+    path = tmp_path / "rec.mp4"
+    src = SyncSource(FMT)
+    out = Mp4HubOutput(path, block=True)
+    out.open(FMT)
+    src.play(out.write, 2.0, batch_frames=8, realtime=False)
+    with pytest.raises(OutputPathError, match="being written"):
+        Mp4FileSink(path)  # a second writer on the same name is refused, the first goes on
+    assert out.close() == path and probe_mp4(path).n_video_frames == 50
+    crashed = tmp_path / "crashed.mp4"  # what a killed studio leaves: the hidden fragmented partial, never truncated
+    os.replace(path, partial_path_for(crashed))
+    again = Mp4FileSink(crashed)  # the leftover is made playable under a visible name before the new file starts
+    recovered = sorted(p.name for p in tmp_path.glob("*.mp4"))
+    assert recovered == ["crashed-recovered.mp4"] and probe_mp4(tmp_path / recovered[0]).n_video_frames == 50
+    again.finish()  # nothing written: no file, and the name is free again
+    assert not crashed.exists() and not partial_path_for(crashed).exists()
+    Mp4FileSink(crashed).finish()
 
 
 @pytest.mark.parametrize("kind", ["tcp", "rtmp"])
