@@ -16,7 +16,10 @@ ordered by events), so chunk t+1's motion, chunk t's generation and chunk t-1's 
 
 Why the queues block instead of dropping: a chunk carries the program audio of its span, which no output may lose.
 A live source that falls behind skips frame slots instead (counted as dropped: ``Chunk.skipped``), and an output that
-falls behind drops frames (counted) and keeps the audio.
+falls behind drops frames (counted) and keeps the audio. A ``just_in_time`` source (the microphone) is asked for a
+chunk only once stage B has taken the previous one, and stage B takes one only once stage C has: the sound that
+arrives meanwhile joins the next, larger chunk, so a core near its limit batches instead of holding stale chunks in
+its queues (sound-to-screen latency stays a few chunk times, not the queues' depth).
 
 Measuring what the optimizations save (``CoreSettings.measure_baseline``, the HUD's figures): one chunk in
 ``baseline_every`` is produced as a baseline variant - every optimization off ("plain"), or all but one of the active
@@ -203,6 +206,12 @@ class _Queue:
             item = self._q.popleft()
             self._cv.notify_all()
             return item
+
+    def wait_empty(self, abort: Callable[[], bool]) -> None:
+        """Block until the consumer has taken everything (or ``abort()`` is true)."""
+        with self._cv:
+            while self._q and not abort():
+                self._cv.wait(0.05)
 
     @property
     def depth(self) -> int:
@@ -740,9 +749,13 @@ class Core:
         errors: list[BaseException] = []
         halt = threading.Event()  # set on the first error: every stage winds down
 
+        jit = self.source.just_in_time
+
         def stage_a() -> None:
             try:
                 while not stop.is_set() and not halt.is_set():
+                    if jit:
+                        q_ab.wait_empty(lambda: stop.is_set() or halt.is_set())
                     chunk = self._stage_a(stop)
                     if chunk is None:
                         break
@@ -757,7 +770,11 @@ class Core:
             try:
                 ctx = torch.cuda.stream(self.gen_stream) if self.cuda else _nullctx()
                 with ctx:
-                    while (chunk := q_ab.get()) is not _DONE:
+                    while True:
+                        if jit:
+                            q_bc.wait_empty(halt.is_set)
+                        if (chunk := q_ab.get()) is _DONE:
+                            break
                         if not halt.is_set():
                             q_bc.put(self._stage_b(chunk))
             except BaseException as exc:

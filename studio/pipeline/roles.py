@@ -152,6 +152,9 @@ class Source(abc.ABC):
 
     name: ClassVar[str] = "source"
     live: ClassVar[bool] = False  # True: real-time (drop when behind); False: every frame is produced (offline)
+    # True: ask for a chunk only when the next stage is free (the sound arrives now, e.g. a microphone): what arrives
+    # meanwhile waits in the source and joins the next chunk instead of waiting in a queue as a stale chunk.
+    just_in_time: ClassVar[bool] = False
 
     def open(self, fmt: ProgramFormat) -> None:
         """Prepare for a run at ``fmt`` (called by the core before the first ``next_chunk``)."""

@@ -278,6 +278,7 @@ class MicSource(Source):
 
     name = "microphone"
     live = True
+    just_in_time = True
 
     def __init__(self, capture, lead_s: float = 0.04, stall_ms: float = 250.0,
                  present_delay_s: float = 0.0) -> None:

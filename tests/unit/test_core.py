@@ -306,3 +306,48 @@ def test_the_core_publishes_each_chunk_on_the_bus(default_anchor) -> None:
     assert set(last.queue_depths) == {"motion->generate", "generate->post"}
     assert last.drops == {"source": 0} and last.extra["chunk_frames"] == 4.0
     assert math.isnan(last.gpu_mem_mb)
+
+
+def test_a_just_in_time_source_is_asked_only_when_the_next_stage_is_free(default_anchor) -> None:
+    """The microphone's rule: no stale chunk waits in the core's queues; a slow output makes them fill otherwise."""
+    import time
+
+    from studio.pipeline.factory import make_core
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.sources import ProgramItem, ProgramSource
+
+    class SlowOutput(Collect):
+        def write(self, batch: ProgramBatch) -> None:
+            time.sleep(0.02)
+            super().write(batch)
+
+    depths: dict[str, list[int]] = {"motion->generate": [], "generate->post": []}
+
+    class JustInTime(ProgramSource):
+        just_in_time = True
+
+        def next_chunk(self, pace):
+            if core._queues:
+                depths["motion->generate"].append(core._queues["motion->generate"].depth)
+            return super().next_chunk(pace)
+
+    audio = (0.1 * np.sin(np.linspace(0, 600, RATE))).astype(np.float32)  # 1 s
+    s = CoreSettings(size_px=64, fps=16.0, chunk_frames=1, batch_frames=1, queue_depth=2,
+                     optimizations=frozenset({O.ASYNC_PIPELINE}))
+    out = SlowOutput()
+    core = make_core(JustInTime([ProgramItem(np.repeat(audio, 3), audio)]),
+                     ProgramMotion(audio_engine=AudioEngine.POCKETSPHINX), s, default_anchor, [out])
+    stage_b = core._stage_b
+
+    def watched_b(chunk):
+        depths["generate->post"].append(core._queues["generate->post"].depth)
+        return stage_b(chunk)
+
+    core._stage_b = watched_b
+    try:
+        rep = core.run()
+    finally:
+        core.pool.close()
+    assert rep.frames_produced == 16 and out.slots() == list(range(16))
+    assert len(depths["motion->generate"]) >= 15 and len(depths["generate->post"]) == 16
+    assert set(depths["motion->generate"]) == {0} and set(depths["generate->post"]) == {0}
