@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     (a.out / "soak.json").write_text(json.dumps(result, indent=1, default=str))
     _plot(samples, a.out / "soak.png")
     print(json.dumps(result["summary"], indent=1))
+    subprocess.run(["pulseaudio", "--kill"], capture_output=True)  # the soak's own sound server, not left running
     shutil.rmtree(pulse, ignore_errors=True)
     return 0
 
