@@ -9,7 +9,8 @@
   slot ``k`` shows session time ``k / fps`` and falls due once the ring holds ``lead`` of audio after it. Only the
   newest due slots are produced (older ones are dropped and counted). When no audio arrives for ``stall_ms`` (device
   lost, not started yet) session time runs on the wall clock as silence, so the presenter keeps idling and a
-  recording keeps picture and sound aligned.
+  recording keeps picture and sound aligned; the slots that silence covers at once are produced in order (a stalled
+  device is not the loop falling behind, and drops nothing).
 """
 
 from __future__ import annotations
@@ -314,6 +315,7 @@ class MicSource(Source):
         self._seen_total = total
         self._last_audio_ns = now
         self._virtual_ns: int | None = None
+        self._backfill_k = -1  # slots up to this one are inserted silence: produced, never skipped
         self.next_k = 0
         self._chunks = 0
 
@@ -356,13 +358,19 @@ class MicSource(Source):
         while True:
             if pace.stop.is_set():
                 return None
-            known, _ = self._advance(time.monotonic_ns())
+            known, gap = self._advance(time.monotonic_ns())
             k = math.floor((known - self.lead) * fps / self.rate_hz)
+            if gap:  # the slots this silence covers came late because no audio came, not because the loop fell behind
+                self._backfill_k = max(self._backfill_k, k)
             if k >= self.next_k:
                 break
             time.sleep(min(0.002, max(0.0005, self.seconds_until_due())))
         n = max(1, pace.max_frames)
-        first = max(self.next_k, k - n + 1)
+        if self.next_k <= self._backfill_k and not self._fresh_run:
+            first = self.next_k  # produced in order, up to n at a time, until the loop has caught up
+            k = min(k, first + n - 1)
+        else:
+            first = max(self.next_k, k - n + 1)
         skipped = 0 if self._fresh_run else first - self.next_k
         self._fresh_run = False
         self.next_k = k + 1

@@ -139,6 +139,23 @@ def test_a_silent_microphone_lets_the_clock_run_on_as_silence() -> None:
     assert b.analysis[-1] == np.float32(0.25)
 
 
+def test_a_microphone_that_stops_delivering_drops_no_frame() -> None:
+    """The stall's silence comes at once (``stall_ms`` of it): its slots are produced in order, a chunk at a time,
+    instead of being skipped as if the loop had fallen behind (the soak's 3 drops when the sound server died)."""
+    src, cap = _mic(stall_ms=100.0)
+    cap.ring.write(np.zeros(RATE // 5, np.float32))
+    chunks = [src.next_chunk(_pace(2))]
+    time.sleep(0.35)  # the device stops delivering
+    for _ in range(6):
+        chunks.append(src.next_chunk(_pace(2)))
+    assert sum(c.skipped for c in chunks) == 0
+    slots = np.concatenate([c.slots for c in chunks])
+    np.testing.assert_array_equal(slots, np.arange(slots[0], slots[0] + len(slots)))
+    assert max(c.n for c in chunks) <= 2 and src.silence_samples >= 0.25 * RATE
+    cap.ring.write(np.zeros(RATE // 2, np.float32))  # behind for another reason once the silence is produced: counted
+    assert any(src.next_chunk(_pace(1)).skipped > 0 for _ in range(20))
+
+
 def test_a_restarted_run_counts_no_drops_and_keeps_the_audio_going() -> None:
     """A core restart opens the same source again: the slots that passed meanwhile are skipped, not counted as
     dropped, and the audio stays one timeline (a recording goes on across the restart)."""
