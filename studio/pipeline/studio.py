@@ -697,7 +697,8 @@ class StudioRuntime:
         src = self._program_source
         if src is not None:
             fps = self._core_settings.fps
-            src.cut(int(self.clock_s() * fps) + 1)
+            slot = src.cut(int(self.clock_s() * fps) + 1)
+            self._items = [x for x in self._items if x.start_slot < slot]  # a cut segment never starts on air
         self._live = False
         if not quiet:
             self._update_state(self.clock_s())

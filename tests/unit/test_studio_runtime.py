@@ -293,3 +293,23 @@ def test_a_lost_microphone_is_announced_and_so_is_its_return() -> None:
     said = [e for e in events if isinstance(e, cmd.MicrophoneStatus)]
     assert [(e.ok, e.message) for e in said] == [
         (False, "Microphone 'pulse' stopped delivering audio; retrying."), (True, "listening again")]
+
+
+def test_stop_cuts_the_segment_already_on_the_timeline() -> None:
+    """Stop while a segment plays and the next is already scheduled: the next never starts (no teleprompter jump, no
+    'live' state for speech that was cut) and the studio goes back to idle."""
+    from studio.pipeline.rundown import Segment
+
+    long = "Good evening. " + "Here is the news of the day, read slowly and in full, with every detail. " * 3
+    with _Running(_settings()) as r:
+        r.runtime.submit(cmd.LoadAnchor(None))
+        r.wait(lambda: r.of(cmd.AnchorLoaded), 180)
+        r.runtime.submit(cmd.GoLive(segments=(Segment("one", long), Segment("two", "Good night."))))
+        r.wait(lambda: len(r.runtime._items) == 2 and r.of(cmd.SegmentStarted), 120)
+        second_s = r.runtime._items[1].start_slot / 25.0
+        assert r.runtime.clock_s() < second_s  # stopped while the first plays
+        r.runtime.submit(cmd.Stop())
+        r.wait(lambda: r.runtime.clock_s() > second_s + 1.0, 60)
+        states = [e.state for e in r.of(cmd.StateChanged)]
+    assert [e.rundown_row for e in r.of(cmd.SegmentStarted)] == [0]
+    assert states[-1] is RuntimeState.IDLE
