@@ -96,6 +96,17 @@ class PreviewOutput(Output):
             self._pending.clear()
             self._last_due = -math.inf
 
+    def set_clock(self, clock) -> None:
+        """Show frames on ``clock`` from now on (None: as they come). Frames still waiting were due on the old clock's
+        time, which means nothing on the new one (program seconds against monotonic seconds: all due at once, shown
+        as superseded), so a change of clock forgets them, as a cut does."""
+        with self._cond:
+            if clock is not self.clock:
+                self._pending.clear()
+                self._last_due = -math.inf
+            self.clock = clock
+            self._cond.notify_all()
+
     def _present_loop(self) -> None:
         period = 1.0
         while not self._stop.is_set():

@@ -420,12 +420,12 @@ class StudioRuntime:
             self._core_settings.optimizations, self._core_settings.engine, self._core_settings.device))
         if self._mode is PreviewMode.MICROPHONE:
             source, motion = self._mic_source, self._motion
-            self._preview.clock = None
+            self._preview.set_clock(None)
         else:
             if not isinstance(self._motion, ProgramMotion):
                 self._motion = ProgramMotion(audio_engine=self._audio_engine, seed=s.seed)
             source, motion = self._program_source, self._motion
-            self._preview.clock = self._clock
+            self._preview.set_clock(self._clock)
         outputs = [self._preview] + ([self._recorder] if self._recorder is not None else []) + list(
             self._streams.values())
         style = CanvasStyle(background_image=self.settings.canvas_background) \

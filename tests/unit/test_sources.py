@@ -463,3 +463,39 @@ def test_baseline_chunks_do_not_restart_the_live_neural_model() -> None:
     finally:
         motion.close()
     assert len(sessions) == 1
+
+
+class _StoppedClock:
+    def __init__(self, now_s: float) -> None:
+        self.t = now_s
+
+    def now_s(self) -> float:
+        return self.t
+
+
+def test_the_preview_forgets_frames_of_a_clock_it_leaves():
+    """The switch to the microphone: frames the script's core made on the program clock and not shown yet are due in
+    program seconds; against the microphone's monotonic time they were all due at once, and all but one counted as
+    superseded (3 drops at every switch in the soak). A change of clock forgets them, as a cut does."""
+    from studio.pipeline.outputs import PreviewOutput
+
+    clock = _StoppedClock(0.0)
+    preview = PreviewOutput(clock=clock)
+    preview.open(FMT)
+    try:
+        frames = np.zeros((4, 64, 64, 3), np.uint8)
+        preview.write(ProgramBatch(slots=np.arange(25, 29), pts_s=np.arange(25, 29) / FPS, frames=frames,
+                                   audio=np.zeros(0, np.float32), audio_start=0))
+        time.sleep(0.1)
+        assert preview.latest_frame() is None  # due at 1.0 s; the program clock stands at 0
+        preview.set_clock(None)
+        time.sleep(0.1)
+        assert preview.superseded == 0 and preview.latest_frame() is None
+        preview.write(ProgramBatch(slots=np.arange(0, 2), pts_s=np.arange(0, 2) / FPS, frames=frames[:2],
+                                   audio=np.zeros(0, np.float32), audio_start=0))
+        deadline = time.monotonic() + 5
+        while (preview.latest_frame() is None or preview.latest_frame().index != 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert preview.latest_frame().index == 1 and preview.superseded == 0  # as they come, one per frame period
+    finally:
+        preview.close()
