@@ -276,8 +276,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
             show(p.stage, p.fraction, p.message)
     except StopIteration as stop:
         result = stop.value
-    for w in result.warnings:
-        sys.stderr.write(f"warning: {w}\n")
+    # result.warnings were logged where they arose, and the console log handler has shown them once already
     rtf = result.real_time_factors()
     rep = result.report
     sys.stderr.write(

@@ -680,7 +680,7 @@ def _chinese_mixed(ctx: Ctx, v: Verdict) -> list[Run]:
                    "--timings", "o.json", timeout=600)
     success(v, run)
     good_mp4(v, ctx.dir / "o.mp4")
-    warn = [ln for ln in run.stderr.splitlines() if ln.startswith("warning:") and "Chinese" in ln]
+    warn = [ln for ln in run.stderr.splitlines() if ln.lower().startswith("warning:") and "Chinese" in ln]
     v.check(bool(warn), "a 'warning:' line names the Chinese characters")
     if (ctx.dir / "o.json").is_file():
         words = [w["text"].lower() for w in json.loads((ctx.dir / "o.json").read_text())["words"]]

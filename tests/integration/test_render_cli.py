@@ -170,3 +170,13 @@ def test_a_killed_render_leaves_no_finished_looking_file(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert not out.exists()
+
+
+def test_a_script_warning_is_said_once(tmp_path):
+    """Letters the voice cannot read are left out with one warning line (it was printed twice: by the log's console
+    handler and again by the command)."""
+    out = tmp_path / "o.mp4"
+    proc = _run("render", "--text", "Our correspondent 李明 reports.", "--voice", "espeak:en-us", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if "Left out" in ln]
+    assert len(said) == 1 and said[0].startswith("WARNING:"), proc.stderr
