@@ -98,8 +98,19 @@ def test_cuda_graphs_match_eager(name, size, batch):
     for gen, graphs in ((eager, False), (graphed, True)):
         gen.open(bench_anchor(), GeneratorSettings(device="cuda", size_px=size, precision="bf16", batch_frames=batch,
                                                    cuda_graphs=graphs))
-    n = 3 if batch < 81 else 81  # a partial batch: the graph pads it
+    n = 3 if batch < 81 else 81  # a partial batch: the graph pads it with its last row
     coeffs, feats = _inputs(eager, n)
-    a, b = eager.generate(coeffs, feats), graphed.generate(coeffs, feats)
+
+    def padded(x):
+        return x if x is None or n == batch else torch.cat([x, x[-1:].expand(batch - n, *x.shape[1:])])
+
+    # Eager at the graph's own batch, padded as the graph pads: the same shapes, so the same kernels. At another batch
+    # size cuBLAS / cuDNN may choose other bf16 kernels, whose rounding a deep random-weight twin amplifies; that
+    # would test the libraries' batch invariance, not the graph.
+    a = eager.generate(padded(coeffs), padded(feats))[:n]
+    b = graphed.generate(coeffs, feats)
     assert a.shape == b.shape
-    assert float((a - b).abs().max()) < 2.0  # 0..255 scale; bf16 kernels may differ in their reduction order
+    diff = (a.float() - b.float()).abs()
+    print(f"{name} {size}px batch {batch}: graphed vs eager max {float(diff.max()):.3f}, "
+          f"mean {float(diff.mean()):.4f} (0..255)")
+    assert float(diff.max()) < 2.0
