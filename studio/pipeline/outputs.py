@@ -100,10 +100,9 @@ class PreviewOutput(Output):
         """Show frames on ``clock`` from now on (None: as they come). Frames still waiting were due on the old clock's
         time, which means nothing on the new one (program seconds against monotonic seconds: all due at once, shown
         as superseded), so a change of clock forgets them, as a cut does."""
-        with self._cond:
+        with self._cond:  # an RLock underneath: clear() takes it again
             if clock is not self.clock:
-                self._pending.clear()
-                self._last_due = -math.inf
+                self.clear()
             self.clock = clock
             self._cond.notify_all()
 

@@ -465,21 +465,13 @@ def test_baseline_chunks_do_not_restart_the_live_neural_model() -> None:
     assert len(sessions) == 1
 
 
-class _StoppedClock:
-    def __init__(self, now_s: float) -> None:
-        self.t = now_s
-
-    def now_s(self) -> float:
-        return self.t
-
-
 def test_the_preview_forgets_frames_of_a_clock_it_leaves():
     """The switch to the microphone: frames the script's core made on the program clock and not shown yet are due in
     program seconds; against the microphone's monotonic time they were all due at once, and all but one counted as
     superseded (3 drops at every switch in the soak). A change of clock forgets them, as a cut does."""
     from studio.pipeline.outputs import PreviewOutput
 
-    clock = _StoppedClock(0.0)
+    clock = FakeClock(0.0)
     preview = PreviewOutput(clock=clock)
     preview.open(FMT)
     try:
