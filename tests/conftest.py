@@ -39,6 +39,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(autouse=True)
+def _no_frozen_heap() -> Iterator[None]:
+    """A studio window settles the garbage collector (``gc.freeze``) once on its feet; a test's freeze must not change
+    what later tests' collections free."""
+    yield
+    import gc
+
+    if gc.get_freeze_count():
+        gc.unfreeze()
+
+
 @pytest.fixture(scope="session")
 def default_anchor():
     """The built-in anchor pack (astronaut), built once per test session."""

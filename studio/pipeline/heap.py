@@ -1,4 +1,4 @@
-"""Freed memory handed back to the system.
+"""Freed memory handed back to the system, and a garbage collector that does not stop the studio.
 
 glibc's allocator keeps the memory that Python, NumPy and PyTorch free on its own lists (one arena a thread); after a
 core restart or a mode switch the studio's resident size stays tens of megabytes above what it uses, and over a day on
@@ -8,15 +8,22 @@ C library, another system) it does nothing.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import ctypes.util
 import functools
+import gc
 import logging
 import math
 import sys
 import time
 
 log = logging.getLogger(__name__)
+
+# The last trims, (monotonic s at the start, ms taken), and whether one is running now: read by the soak, which puts
+# a GUI stall beside what the allocator was doing at the time.
+recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=256)
+trimming = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -43,6 +50,24 @@ def trim() -> float:
     fn = _malloc_trim()
     if fn is None:
         return math.nan
+    global trimming
     t0 = time.perf_counter()
-    fn(0)
-    return (time.perf_counter() - t0) * 1e3
+    trimming = True
+    try:
+        fn(0)
+    finally:
+        trimming = False
+    ms = (time.perf_counter() - t0) * 1e3
+    recent.append((time.monotonic() - ms / 1e3, ms))
+    return ms
+
+
+def settle() -> tuple[int, float]:
+    """Collect once, then move every object alive into the permanent generation (``gc.freeze``): a full collection
+    holds the interpreter, so every thread waits for it, the GUI's included, and its time grows with the objects it
+    walks; after this it walks only what was made later. Call it once the studio is on its feet (modules, models and
+    window built). Returns (objects frozen, ms taken)."""
+    t0 = time.perf_counter()
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count(), (time.perf_counter() - t0) * 1e3

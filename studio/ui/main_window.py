@@ -121,6 +121,7 @@ class MainWindow(QMainWindow):
         self.bridge.event.connect(self._on_event)
         self.runtime = self.bridge.runtime
         self.anchor_name = ""
+        self.heap_settled = False
         self.state = RuntimeState.STARTING
         self.recording_path: Path | None = None
         self.last_recording: Path | None = None
@@ -585,6 +586,12 @@ class MainWindow(QMainWindow):
         label.setProperty("role", role)
         theme.repolish(label)
 
+    def _settle_heap(self) -> None:
+        from studio.pipeline import heap
+
+        frozen, ms = heap.settle()
+        log.info("garbage collector settled: %d objects frozen in %.0f ms", frozen, ms)
+
     def _on_event(self, e: rt.Event) -> None:
         if isinstance(e, rt.AnchorProgress):
             self.anchor_progress.setVisible(True)
@@ -599,6 +606,9 @@ class MainWindow(QMainWindow):
             self.anchor_error.setVisible(False)
             self.settings.setValue("anchor/path", str(e.path) if e.path else "")
             self._want_thumbnail = True
+            if not self.heap_settled:  # the presenter is up: what exists now lives as long as the studio
+                self.heap_settled = True
+                QTimer.singleShot(2000, self, self._settle_heap)
         elif isinstance(e, rt.AnchorFailed):
             self.anchor_progress.setVisible(False)
             kept = f" {e.kept_anchor} stays on air." if e.kept_anchor else ""

@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from studio.audio.capture import rescan_devices
     from studio.pipeline import commands as cmd
+    from studio.pipeline import heap
     from studio.pipeline.settings import CoreSettings
     from studio.pipeline.studio import AudioOutputMode, StudioSettings
     from studio.ui.main_window import MainWindow
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     events: list[tuple[float, str]] = []
     t_start = time.monotonic()
     w.bridge.event.connect(lambda e: events.append((time.monotonic() - t_start, repr(e)[:300])))
-    stalls = _StallWatch(w.stall, t_start)
+    gc_times = _GcTimes(t_start)
+    stalls = _StallWatch(w.stall, t_start, gc_times)
 
     def pump(seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -178,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         if time.monotonic() >= next_sample:
             next_sample += a.every
             t = w.runtime.telemetry()
+            trims = [ms for at, ms in list(heap.recent) if at >= t_start + el - a.every]
+            gc_ms = gc_times.take()
             s = w.runtime.bus.latest("core")
             gen = s.stages.get("generate") if s is not None else None
             samples.append({"t_s": el, "mode": mode, "rss_mb": _rss_mb(), "fps_shown": t.fps_shown,
@@ -185,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                             "generate_ms_median": gen.median_ms if gen else math.nan,
                             "av_offset_ms": t.av_offset_ms, "gui_stall_ms": w.stall.recent_stall_ms,
                             "latency_ms": t.latency_ms_median, "recording_s": t.recording_s,
+                            "gc_ms_max": gc_ms, "trim_ms_max": max(trims, default=math.nan),
                             "outputs": [(u, st.state.value, st.dropped) for u, st in w.runtime.output_stats()]})
             print(json.dumps(samples[-1]), flush=True)
     if w.recording_path is not None:
@@ -192,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         pump(10)
     w.close()
     stalls.stop()
+    gc_times.stop()
     receiver.kill()
     recordings = [_probe(x) for x in sorted(list(rec_dir.glob("*.mp4")) + list(small.glob("*.mp4")))]
     leftovers = sorted(str(x) for x in list(rec_dir.iterdir()) + list(small.iterdir()) if x.suffix != ".mp4")
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"minutes": a.minutes, "samples": samples, "events": events, "recordings": recordings,
               "other_files": leftovers, "small_disk": {"tmpfs": tmpfs, "used_bytes": df_small.used if df_small else None,
                                                       "total_bytes": df_small.total if df_small else None},
-              "stall_stacks": stalls.found, "faults_fired": {"stage": _Faulty.fired}, "summary": _summary(samples)}
+              "stall_stacks": stalls.found, "slow_collections": gc_times.slow, "faults_fired": {"stage": _Faulty.fired}, "summary": _summary(samples)}
     (a.out / "soak.json").write_text(json.dumps(result, indent=1, default=str))
     _plot(samples, a.out / "soak.png")
     print(json.dumps(result["summary"], indent=1))
@@ -232,6 +238,8 @@ def _summary(samples: list[dict]) -> dict:
             "rss_last_mb": rss[-1], "rss_growth_mb": rss[-1] - float(np.median([s["rss_mb"] for s in first])),
             "av_offset_ms_min": min(av) if av else None, "av_offset_ms_max": max(av) if av else None,
             "gui_stall_ms_max": max(s["gui_stall_ms"] for s in samples),
+            "gc_ms_max": max(s["gc_ms_max"] for s in samples),
+            "trim_ms_max": float(np.nanmax([s["trim_ms_max"] for s in samples] + [math.nan, 0.0])),
             "generate_ms_first": gen[0] if gen else None, "generate_ms_last": gen[-1] if gen else None,
             "frames_dropped_end": samples[-1]["frames_dropped"]}
 
@@ -296,12 +304,50 @@ def _bounce_pulse(sink: Path, down_s: float) -> None:
     subprocess.run(["bash", str(sink)], capture_output=True, timeout=30)
 
 
+class _GcTimes:
+    """Python's garbage collections timed (gc.callbacks; a collection holds the interpreter, so the GUI thread
+    waits): the worst per sample, every one over 20 ms with its generation, and the one running now."""
+
+    def __init__(self, t0: float, slow_ms: float = 20.0) -> None:
+        import gc
+
+        self._gc, self._t0, self._slow_ms = gc, t0, slow_ms
+        self.running: int | None = None
+        self.slow: list[dict] = []
+        self._worst = 0.0
+        self._start = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.running, self._start = info["generation"], time.perf_counter()
+            return
+        ms = (time.perf_counter() - self._start) * 1e3
+        self.running = None
+        self._worst = max(self._worst, ms)
+        if ms >= self._slow_ms:
+            self.slow.append({"t_s": time.monotonic() - self._t0, "generation": info["generation"], "ms": ms,
+                              "collected": info["collected"]})
+
+    def take(self) -> float:
+        """The longest collection since the last call (ms)."""
+        worst, self._worst = self._worst, 0.0
+        return worst
+
+    def stop(self) -> None:
+        if self._callback in self._gc.callbacks:
+            self._gc.callbacks.remove(self._callback)
+
+
 class _StallWatch:
     """Where the GUI thread was when its timer stalled: a watcher thread reads the GUI thread's stack once a stall
-    passes 100 ms (sys._current_frames), so that a stall in the plot has a cause beside it."""
+    passes 100 ms (sys._current_frames), so that a stall in the plot has a cause beside it, with what the garbage
+    collector and the heap trim were doing at that moment."""
 
-    def __init__(self, meter, t0: float, limit_ms: float = 100.0) -> None:
+    def __init__(self, meter, t0: float, gc_times: _GcTimes, limit_ms: float = 100.0) -> None:
         import traceback
+
+        from studio.pipeline import heap
 
         self.found: list[dict] = []
         self._meter, self._t0, self._limit = meter, t0, limit_ms / 1000.0
@@ -323,7 +369,8 @@ class _StallWatch:
                 others = {names.get(i, str(i)): [x.strip() for x in self._tb.format_stack(f)[-3:]]
                           for i, f in frames.items() if i not in (self._main, threading.get_ident())}
                 self.found.append({"t_s": time.monotonic() - self._t0, "stack": [x.strip() for x in stack],
-                                   "other_threads": others})
+                                   "other_threads": others, "gc_generation_running": gc_times.running,
+                                   "heap_trim_running": heap.trimming})
 
         threading.Thread(target=watch, daemon=True).start()
 

@@ -44,3 +44,22 @@ def test_the_microphone_engine_is_loaded_at_start_only_where_there_is_a_micropho
     monkeypatch.setattr(capture, "list_input_devices", lambda: ["a microphone"])
     _warm_microphone(AudioEngine.NEURAL)
     assert engine._DEFAULT is not None
+
+
+def test_settle_freezes_what_exists_so_a_full_collection_walks_only_later_objects() -> None:
+    import gc
+
+    class Node:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only the collector frees it
+
+    try:
+        before = len(gc.get_objects())
+        frozen, ms = heap.settle()
+        assert frozen >= before // 2 and ms >= 0
+        assert len(gc.get_objects()) < before // 2  # the collector no longer walks them
+        junk = Node()
+        del junk
+        assert gc.collect() >= 1  # cycles made after the freeze are still collected
+    finally:
+        gc.unfreeze()
