@@ -62,12 +62,14 @@ def trim() -> float:
     return ms
 
 
-def settle() -> tuple[int, float]:
-    """Collect once, then move every object alive into the permanent generation (``gc.freeze``): a full collection
-    holds the interpreter, so every thread waits for it, the GUI's included, and its time grows with the objects it
-    walks; after this it walks only what was made later. Call it once the studio is on its feet (modules, models and
-    window built). Returns (objects frozen, ms taken)."""
+def settle(collect: bool = True) -> tuple[int, float]:
+    """Move every object alive into the permanent generation (``gc.freeze``), after a full collection with
+    ``collect``: a full collection holds the interpreter, so every thread waits for it, the GUI's included, and its
+    time grows with the objects it walks; after this it walks only what was made later. The freeze alone takes
+    microseconds; the collection before it as long as a full one, so collect only while nothing is on air. Returns
+    (objects frozen so far, ms taken)."""
     t0 = time.perf_counter()
-    gc.collect()
+    if collect:
+        gc.collect()
     gc.freeze()
     return gc.get_freeze_count(), (time.perf_counter() - t0) * 1e3

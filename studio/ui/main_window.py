@@ -147,6 +147,7 @@ class MainWindow(QMainWindow):
         self.timer = QTimer(self)
         self.timer.setTimerType(Qt.PreciseTimer)
         self.timer.timeout.connect(self._tick)
+        self._settle_heap(collect=True)  # modules and widgets built, nothing on air yet: the one full collection
         self.bridge.start()
         self.timer.start(TICK_MS)
 
@@ -586,10 +587,10 @@ class MainWindow(QMainWindow):
         label.setProperty("role", role)
         theme.repolish(label)
 
-    def _settle_heap(self) -> None:
+    def _settle_heap(self, collect: bool = False) -> None:
         from studio.pipeline import heap
 
-        frozen, ms = heap.settle()
+        frozen, ms = heap.settle(collect)
         log.info("garbage collector settled: %d objects frozen in %.0f ms", frozen, ms)
 
     def _on_event(self, e: rt.Event) -> None:
@@ -606,9 +607,9 @@ class MainWindow(QMainWindow):
             self.anchor_error.setVisible(False)
             self.settings.setValue("anchor/path", str(e.path) if e.path else "")
             self._want_thumbnail = True
-            if not self.heap_settled:  # the presenter is up: what exists now lives as long as the studio
+            if not self.heap_settled:  # the presenter is up: what the engines loaded lives as long as the studio
                 self.heap_settled = True
-                QTimer.singleShot(2000, self, self._settle_heap)
+                QTimer.singleShot(2000, self, self._settle_heap)  # a freeze alone: it may be on air by then
         elif isinstance(e, rt.AnchorFailed):
             self.anchor_progress.setVisible(False)
             kept = f" {e.kept_anchor} stays on air." if e.kept_anchor else ""
