@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"minutes": a.minutes, "samples": samples, "events": events, "recordings": recordings,
               "other_files": leftovers, "small_disk": {"tmpfs": tmpfs, "used_bytes": df_small.used if df_small else None,
                                                       "total_bytes": df_small.total if df_small else None},
-              "stall_stacks": stalls.found, "slow_collections": gc_times.slow, "faults_fired": {"stage": _Faulty.fired}, "summary": _summary(samples)}
+              "stall_stacks": stalls.found, "slow_collections": gc_times.slow, "faults_fired": {"stage": _Faulty.fired},
+              "summary": _summary(samples)}
     (a.out / "soak.json").write_text(json.dumps(result, indent=1, default=str))
     _plot(samples, a.out / "soak.png")
     print(json.dumps(result["summary"], indent=1))

@@ -156,3 +156,20 @@ def test_microphone_mode_without_an_input_device_says_so_and_keeps_idling(qtbot,
     qtbot.waitUntil(lambda: _frame_index(window) > before + 3, timeout=20_000)
     qtbot.keyClick(window, Qt.Key_M)
     assert window.preview.script_button.isChecked() and not window.preview.notice.isVisible()
+
+
+def test_the_window_freezes_the_start_up_heap_then_what_the_presenter_loaded(qapp, qtbot, tmp_path) -> None:
+    import gc
+
+    gc.unfreeze()
+    settings = StudioSettings(core=CoreSettings(size_px=128, fps=FPS, chunk_frames=2, batch_frames=2),
+                              warm_up_voice=False, default_voice="espeak:en-us")
+    w = MainWindow(runtime_settings=settings, settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    try:
+        at_start = gc.get_freeze_count()
+        assert at_start > 10_000  # modules and widgets: a full collection no longer walks them
+        _wait_for_anchor(qtbot, w)
+        assert w.heap_settled
+        qtbot.waitUntil(lambda: gc.get_freeze_count() > at_start, timeout=10_000)
+    finally:
+        w.close()
