@@ -72,7 +72,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     """Run the core from the microphone for ``seconds``; returns what it measured."""
     from studio.encode.recorder import RecorderOutput
     from studio.pipeline.factory import make_core
-    from studio.pipeline.motion import MicMotion
+    from studio.pipeline.motion import MicMotion, warm_microphone
     from studio.pipeline.outputs import LatencyMeter
     from studio.pipeline.sources import MicSource
     from studio.presenter.anchor import build_anchor
@@ -83,6 +83,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     recorder = None
     core = None
     try:
+        warm_microphone(audio_engine)  # before the core: its first load beside a running core dropped frames
         anchor = build_anchor(anchor_path)
         source = MicSource(capture)
         motion = MicMotion(engine=audio_engine, motion_thread=motion_thread)

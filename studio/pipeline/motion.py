@@ -318,3 +318,34 @@ def _program(**kwargs) -> ProgramMotion:
 @MOTION_SOURCES.register("microphone")
 def _mic(**kwargs) -> MicMotion:
     return MicMotion(**kwargs)
+
+
+def warm_microphone(engine: AudioEngine) -> None:
+    """Load the microphone's audio engine and run it on a second of silence before the presenter starts: loaded at
+    the switch, it held the GIL long enough to stall the window (166 ms in the soak) and raised the resident size by
+    ~100 MB in the middle of a show; loaded beside a running core (the first start exports its ONNX files, ~2 s), it
+    made it drop frames. Skipped where there is no input device (the mode cannot start there)."""
+    from studio.audio.capture import list_input_devices
+    from studio.audio.features import SAMPLE_RATE_HZ
+    from studio.audio.ringbuffer import AudioRing
+
+    t0 = time.perf_counter()
+    try:
+        if not list_input_devices():
+            return
+        ring = AudioRing(2 * SAMPLE_RATE_HZ, SAMPLE_RATE_HZ)
+        ring.write(np.zeros(SAMPLE_RATE_HZ, np.float32))
+        if engine is AudioEngine.NEURAL:
+            from studio.neural.mic import NeuralMicMotionSource
+
+            src = NeuralMicMotionSource(ring)
+        else:
+            from studio.audio.mic_motion import MicMotionSource
+
+            src = MicMotionSource(ring)
+        for k in range(10):
+            src.frame(0.04 * k)
+    except Exception as exc:  # the microphone mode reports it when it is asked for
+        log.warning("warming up the microphone's %s engine: %s", engine.value, exc)
+        return
+    log.info("the microphone's %s engine warmed in %.0f ms", engine.value, (time.perf_counter() - t0) * 1e3)

@@ -372,6 +372,9 @@ class MicSource(Source):
         else:
             first = max(self.next_k, k - n + 1)
         skipped = 0 if self._fresh_run else first - self.next_k
+        if skipped:
+            log.info("microphone: %d slot(s) skipped before slot %d (up to %d a chunk; %.0f ms of audio past it)",
+                     skipped, first, n, (known - self.lead) * 1e3 / self.rate_hz - first * 1e3 / fps)
         self._fresh_run = False
         self.next_k = k + 1
         slots = np.arange(first, k + 1, dtype=np.int64)

@@ -35,6 +35,7 @@ from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.errors import AudioDeviceError, StudioError
 from studio.pipeline import commands as cmd
 from studio.pipeline.commands import PreviewMode
+from studio.pipeline.motion import warm_microphone
 from studio.pipeline.roles import OnAir
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.pipeline.telemetry import ClockSource, RuntimeState, TelemetryBus, TelemetrySnapshot
@@ -106,37 +107,6 @@ def _warm_imports() -> None:
     except ImportError as exc:  # reported when the feature is used
         log.warning("warming imports: %s", exc)
     log.info("imports for recording and the microphone mode warmed in %.0f ms", (time.perf_counter() - t0) * 1e3)
-
-
-def _warm_microphone(engine: AudioEngine) -> None:
-    """Load the microphone's audio engine and run it on a second of silence before the presenter starts: loaded at
-    the switch, it held the GIL long enough to stall the window (166 ms in the soak) and raised the resident size by
-    ~100 MB in the middle of a show; loaded beside a running core, it made it drop frames. Skipped where there is no
-    input device (the mode cannot start there)."""
-    from studio.audio.capture import list_input_devices
-    from studio.audio.features import SAMPLE_RATE_HZ
-    from studio.audio.ringbuffer import AudioRing
-
-    t0 = time.perf_counter()
-    try:
-        if not list_input_devices():
-            return
-        ring = AudioRing(2 * SAMPLE_RATE_HZ, SAMPLE_RATE_HZ)
-        ring.write(np.zeros(SAMPLE_RATE_HZ, np.float32))
-        if engine is AudioEngine.NEURAL:
-            from studio.neural.mic import NeuralMicMotionSource
-
-            src = NeuralMicMotionSource(ring)
-        else:
-            from studio.audio.mic_motion import MicMotionSource
-
-            src = MicMotionSource(ring)
-        for k in range(10):
-            src.frame(0.04 * k)
-    except Exception as exc:  # the microphone mode reports it when it is asked for
-        log.warning("warming up the microphone's %s engine: %s", engine.value, exc)
-        return
-    log.info("the microphone's %s engine warmed in %.0f ms", engine.value, (time.perf_counter() - t0) * 1e3)
 
 
 class _Clock:
@@ -350,7 +320,7 @@ class StudioRuntime:
         self._pool.submit(self._list_voices)
         self._anchor_pool.submit(_warm_imports)
         if self.settings.warm_up_microphone:  # before the anchor, so before the core: nothing on air to disturb
-            self._anchor_pool.submit(_warm_microphone, self._audio_engine)
+            self._anchor_pool.submit(warm_microphone, self._audio_engine)
 
     def _list_voices(self) -> None:
         from studio.speech import list_voices

@@ -35,14 +35,14 @@ def test_the_microphone_engine_is_loaded_at_start_only_where_there_is_a_micropho
     import studio.audio.capture as capture
     import studio.neural.engine as engine
     from studio.audio.settings import AudioEngine
-    from studio.pipeline.studio import _warm_microphone
+    from studio.pipeline.motion import warm_microphone
 
     monkeypatch.setattr(engine, "_DEFAULT", None)
     monkeypatch.setattr(capture, "list_input_devices", lambda: [])
-    _warm_microphone(AudioEngine.NEURAL)
+    warm_microphone(AudioEngine.NEURAL)
     assert engine._DEFAULT is None  # no input device: nothing loaded
     monkeypatch.setattr(capture, "list_input_devices", lambda: ["a microphone"])
-    _warm_microphone(AudioEngine.NEURAL)
+    warm_microphone(AudioEngine.NEURAL)
     assert engine._DEFAULT is not None
 
 
