@@ -51,14 +51,14 @@ def trim() -> float:
     if fn is None:
         return math.nan
     global trimming
-    t0 = time.perf_counter()
+    started, t0 = time.monotonic(), time.perf_counter()
     trimming = True
     try:
         fn(0)
     finally:
         trimming = False
     ms = (time.perf_counter() - t0) * 1e3
-    recent.append((time.monotonic() - ms / 1e3, ms))
+    recent.append((started, ms))
     return ms
 
 

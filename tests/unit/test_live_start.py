@@ -11,28 +11,25 @@ import studio.presenter.anchor as anchor
 from studio.audio.settings import AudioEngine
 from studio.pipeline.settings import CoreSettings
 
-calls: list[str] = []
-
-
-class _Capture:
-    def __init__(self, settings) -> None:
-        self.stopped = False
-
-    def start(self) -> None:
-        calls.append("capture")
-
-    def stop(self) -> None:
-        self.stopped = True
-
 
 def test_the_audio_engine_is_warm_before_the_presenter_is_built(monkeypatch) -> None:
-    calls.clear()
+    calls: list[str] = []
+
+    class Capture:
+        def __init__(self, settings) -> None:
+            pass
+
+        def start(self) -> None:
+            calls.append("capture")
+
+        def stop(self) -> None:
+            pass
 
     def stop_here(*args, **kwargs):
         calls.append("anchor")
         raise KeyboardInterrupt  # nothing past the set-up is under test
 
-    monkeypatch.setattr(live, "MicCapture", _Capture)
+    monkeypatch.setattr(live, "MicCapture", Capture)
     monkeypatch.setattr(motion, "warm_microphone", lambda engine: calls.append(f"warm {engine.value}"))
     monkeypatch.setattr(anchor, "build_anchor", stop_here)
     with pytest.raises(KeyboardInterrupt):
