@@ -16,6 +16,7 @@ import torch
 
 from studio.enhance.interp import Carry, MotionSpaceInterpolator, max_error_px
 from studio.errors import RenderError
+from studio.pipeline.graphs import Graphed
 from studio.pipeline.roles import (GENERATORS, CompileTarget, Generator, GeneratorInfo, GeneratorSettings,
                                    InterpolationKind)
 from studio.presenter.coeffs import N_COEFFS
@@ -23,41 +24,6 @@ from studio.presenter.coeffs import N_COEFFS
 log = logging.getLogger(__name__)
 
 PLAIN_FIELD_DIVISOR = 4  # the renderer's own field: size / 4 (46 dB PSNR against a full-resolution field)
-
-
-class Graphed:
-    """A CUDA-graph version of ``fn(*tensors)`` for a fixed batch: inputs are copied into static buffers (padded by
-    repeating the last row), the graph replays, outputs are sliced and cloned."""
-
-    def __init__(self, fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda.Stream) -> None:
-        self.static_in = [e.clone() for e in examples]
-        self.batch = examples[0].shape[0]
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):  # warm-up (allocator, lazy init) off the default stream
-                fn(*self.static_in)
-        stream.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, stream=stream):
-            out = fn(*self.static_in)
-        self.static_out = out if isinstance(out, tuple) else (out,)
-        self.single = not isinstance(out, tuple)
-
-    def __call__(self, *inputs: torch.Tensor):
-        n = inputs[0].shape[0]
-        outs = []
-        for i in range(0, n, self.batch):
-            part = [x[i:i + self.batch] for x in inputs]
-            k = part[0].shape[0]
-            for buf, x in zip(self.static_in, part):
-                buf[:k].copy_(x)
-                if k < self.batch:
-                    buf[k:].copy_(x[-1:].expand(self.batch - k, *x.shape[1:]))
-            self.graph.replay()
-            outs.append([o[:k].clone() for o in self.static_out])
-        res = tuple(torch.cat([o[j] for o in outs]) if len(outs) > 1 else outs[0][j]
-                    for j in range(len(self.static_out)))
-        return res[0] if self.single else res
 
 
 def landmark_planner(module):

@@ -133,8 +133,8 @@ class NeuralGenerator(Generator):
 
     def _capture_graphs(self) -> None:
         """Every compile target replayed as a CUDA graph at its example shapes (inputs copied into static buffers; a
-        smaller batch is padded, a larger one split: ``studio.generators.builtin.Graphed``)."""
-        from studio.generators.builtin import Graphed
+        smaller batch is padded, a larger one split: ``studio.pipeline.graphs.Graphed``)."""
+        from studio.pipeline.graphs import Graphed
 
         if self.device.type != "cuda":
             raise RenderError(f"{self.info.label}: CUDA graphs need a CUDA device.")

@@ -260,6 +260,8 @@ class Core:
         self._flow = None
         self._upscalers: dict[int, object] = {}
         self._canvas = None
+        self._post_graphs: dict = {}  # (frame shape, dtype, YUV too) -> Graphed (CUDA_GRAPHS)
+        self._graph_stream = self._graph_pool = None
         # measurements
         self._stage_ms: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate", "post")}
         self._cost: dict[str, deque[float]] = {}  # variant -> cost per frame of each chunk (ms)
@@ -320,6 +322,13 @@ class Core:
             forms |= {(False, False), (False, O.CUDA_GRAPHS in opts), (O.PYRAMIDAL in opts, False)}
         for pyramidal, graphs in forms:
             self.pool.get(pyramidal, graphs)
+        if self.cuda and O.CUDA_GRAPHS in opts:
+            p = self.fmt.presenter_px
+            if self.fmt.layout is Layout.CANVAS:
+                self._open_canvas().select("")
+            want_yuv = O.GPU_ENCODE in opts and any(o.wants_yuv for o in self.outputs())
+            with torch.inference_mode():
+                self._post_graph(torch.zeros((1, 3, p, p), device=self.device), want_yuv)
 
     # -- stage A ----------------------------------------------------------------------------------------------------
 
@@ -482,32 +491,28 @@ class Core:
         if frames.shape[-1] != p:
             frames = self._upscaler(p).process(frames, chunk)
         if self.fmt.layout is Layout.CANVAS:
-            if self._canvas is None:
-                from studio.pipeline.post import Canvas
-
-                self._canvas = Canvas(self._canvas_style)
-                self._canvas.open(self.fmt, str(self.device))
-            frames = self._canvas.process(frames, chunk)
+            self._open_canvas().select(chunk.on_air.title)
         outputs = self.outputs()
         need_rgb = any(o.needs_rgb for o in outputs) or not outputs
         need_yuv = any(o.wants_yuv for o in outputs)
         retain = any(o.retains_frames for o in outputs)
-        gpu_yuv = self.cuda and O.GPU_ENCODE in chunk.optimizations
-        final = frames.dtype == torch.uint8  # the canvas hands out finished uint8 pictures
         rgb = yuv = None
-        from studio.encode.colour import rgb_to_i420
-
+        device_frames = None
         if self.cuda:
             # GPU_ENCODE: the YUV 4:2:0 planes are made on the GPU and only they cross PCIe for the encoders (half
             # the bytes of RGB); without it the RGB crosses and the encoder converts it on the CPU (in its own
-            # process: studio.encode.worker).
+            # process: studio.encode.worker). With CUDA_GRAPHS the canvas and the conversion replay as one graph.
+            want_yuv = need_yuv and O.GPU_ENCODE in chunk.optimizations
+            if O.CUDA_GRAPHS in chunk.optimizations:
+                got = self._post_graph(frames, want_yuv)(frames)
+                pic, dev_yuv = got if want_yuv else (got, None)
+            else:
+                pic, dev_yuv = self._finish(frames, want_yuv)
             host_rgb = host_yuv = None
-            if need_rgb or not (need_yuv and gpu_yuv):
-                u8 = (frames if final else frames.clamp(0, 255).to(torch.uint8)).permute(0, 2, 3, 1)
-                host_rgb = self._pinned("rgb", u8.shape)
-                host_rgb.copy_(u8, non_blocking=True)
-            if need_yuv and gpu_yuv:
-                dev_yuv = rgb_to_i420(frames if final else frames.clamp(0, 255))
+            if need_rgb or not want_yuv:
+                host_rgb = self._pinned("rgb", pic.shape)
+                host_rgb.copy_(pic, non_blocking=True)
+            if want_yuv:
                 host_yuv = self._pinned("yuv", dev_yuv.shape)
                 host_yuv.copy_(dev_yuv, non_blocking=True)
             ev1.record(stream)
@@ -516,15 +521,18 @@ class Core:
                 rgb = host_rgb.numpy().copy() if retain else host_rgb.numpy()
             if host_yuv is not None:
                 yuv = host_yuv.numpy().copy() if retain else host_yuv.numpy()
+            device_frames = pic.permute(0, 3, 1, 2)
         else:  # the encoders convert RGB in their own process: nothing to gain here on the CPU
-            u8 = frames if final else frames.clamp_(0, 255).to(torch.uint8)
+            if self._canvas is not None and self.fmt.layout is Layout.CANVAS:
+                frames = self._canvas.compose(frames)
+            u8 = frames if frames.dtype == torch.uint8 else frames.clamp_(0, 255).to(torch.uint8)
             rgb = u8.permute(0, 2, 3, 1).contiguous().numpy()
         fps = self.fmt.fps
         batch = ProgramBatch(slots=chunk.slots, pts_s=chunk.slots / fps,
                              frames=rgb if rgb is not None else np.zeros((0, self.fmt.height, self.fmt.width, 3),
                                                                           np.uint8),
                              audio=chunk.audio, audio_start=chunk.audio_start, on_air=chunk.on_air,
-                             heard_ns=chunk.heard_ns, device_frames=frames if self.cuda else None, yuv=yuv,
+                             heard_ns=chunk.heard_ns, device_frames=device_frames, yuv=yuv,
                              finished_ns=time.monotonic_ns())
         if self.cuda:
             ge0, ge1 = chunk._gen_events  # type: ignore[attr-defined]
@@ -541,15 +549,57 @@ class Core:
         chunk.frames = None
         self._account(chunk)
 
+    def _open_canvas(self):
+        if self._canvas is None:
+            from studio.pipeline.post import Canvas
+
+            self._canvas = Canvas(self._canvas_style)
+            self._canvas.open(self.fmt, str(self.device))
+        return self._canvas
+
+    def _finish(self, frames: torch.Tensor, want_yuv: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Presenter frames -> (the program pictures, N x H x W x 3 uint8; their I420 planes with ``want_yuv``): the
+        selected title's canvas, or the square frames rounded."""
+        from studio.encode.colour import rgb_to_i420
+
+        if self.fmt.layout is Layout.CANVAS:
+            pic = self._canvas.compose(frames)  # N x 3 x H x W view of an N x H x W x 3 uint8 buffer
+            exact = pic
+        else:
+            exact = frames.clamp(0, 255)
+            pic = exact.to(torch.uint8)  # frames carry +0.5: truncation rounds
+        return pic.permute(0, 2, 3, 1), (rgb_to_i420(exact) if want_yuv else None)
+
+    def _post_graph(self, frames: torch.Tensor, want_yuv: bool):
+        """``_finish`` (its pictures alone without ``want_yuv``) as a CUDA graph at the core's batch size, per frame shape and dtype (made on first use, or by
+        ``warm``). The graphs share one memory pool: each replay's outputs are cloned before the next replays."""
+        from studio.pipeline.graphs import Graphed
+
+        key = (tuple(frames.shape[1:]), frames.dtype, want_yuv)
+        g = self._post_graphs.get(key)
+        if g is None:
+            if self._graph_stream is None:
+                self._graph_stream = torch.cuda.Stream(self.device)
+                self._graph_pool = torch.cuda.graph_pool_handle()
+            if len(self._post_graphs) >= 4:
+                self._post_graphs.clear()
+            example = frames[:1].repeat(self.s.batch_frames, *([1] * (frames.dim() - 1)))
+            fn = (lambda x: self._finish(x, True)) if want_yuv else (lambda x: self._finish(x, False)[0])
+            g = Graphed(fn, (example,), self._graph_stream, pool=self._graph_pool, thread_local=True)
+            self._post_graphs[key] = g
+        return g
+
     def _pinned(self, key: str, shape) -> torch.Tensor:
-        """A pinned host buffer for device-to-host copies, kept per shape (pinning memory costs milliseconds)."""
-        buf = self._pinned_bufs.get((key, tuple(shape)))
-        if buf is None:
+        """A pinned host buffer for device-to-host copies, kept per frame shape and sized for the largest chunk so
+        far (pinning memory costs milliseconds); returns its first ``shape[0]`` frames."""
+        n, rest = shape[0], tuple(shape[1:])
+        buf = self._pinned_bufs.get((key, rest))
+        if buf is None or buf.shape[0] < n:
             if len(self._pinned_bufs) > 8:
                 self._pinned_bufs.clear()
-            buf = torch.empty(tuple(shape), dtype=torch.uint8, pin_memory=True)
-            self._pinned_bufs[(key, tuple(shape))] = buf
-        return buf
+            buf = torch.empty((max(n, self.s.chunk_frames), *rest), dtype=torch.uint8, pin_memory=True)
+            self._pinned_bufs[(key, rest)] = buf
+        return buf[:n]
 
     def _output_failed(self, out: Output, exc: StudioError) -> None:
         """An output raised: it is taken out of the program (its own stats say why)."""

@@ -115,14 +115,19 @@ class CanvasStyle:
 @POST_PROCESSORS.register("canvas")
 class Canvas(PostProcessor):
     """The presenter (``presenter_px`` square) over a background at the program's size, with a lower third showing
-    what is on air (``OnAir.title``). Returns uint8 frames: the program picture is final here."""
+    what is on air (``OnAir.title``). Returns uint8 frames: the program picture is final here.
+
+    ``select(title)`` copies that title's static picture (background + lower third, drawn once per title) into the
+    canvas's current buffers; ``compose(frames)`` reads only those buffers and the frames, so one CUDA graph of it
+    serves every title (``studio.pipeline.core``: the post stage with CUDA graphs). ``process`` does both."""
 
     name = "canvas"
 
     def __init__(self, style: CanvasStyle | None = None) -> None:
         self.style = style or CanvasStyle()
         self._titles: dict[str, tuple[torch.Tensor, torch.Tensor] | None] = {}
-        self._statics: dict[str, torch.Tensor] = {}
+        self._statics: dict[str, tuple[torch.Tensor, ...]] = {}
+        self._selected: str | None = None
 
     def open(self, fmt: ProgramFormat, device: str) -> None:
         super().open(fmt, device)
@@ -138,6 +143,17 @@ class Canvas(PostProcessor):
         self.y0 = h - p
         self._edge = self._box_edge(p).to(self.device)  # 1 x p x p: a soft edge so the box does not look cut out
         self._ring = int(math.ceil(max(2.0, p / 120))) + 1  # pixels from the box's edge where the edge is soft
+        self._bar_h = max(24, round(h * 0.11))
+        ly = self._lt_y(self._bar_h)
+        self._band = (max(ly, self.y0), min(ly + self._bar_h, self.y0 + p))  # canvas rows where the bar covers the box
+        a, b = self._band
+        rows = max(0, b - a)
+        # what compose reads: the selected title's picture (fixed tensors, filled by select)
+        self.cur_static = torch.zeros((h, w, 3), dtype=torch.uint8, device=self.device)
+        self.cur_box_bg = torch.zeros((1, 3, p, p), device=self.device)
+        self.cur_bar_rgb = torch.zeros((1, 3, rows, p), device=self.device)
+        self.cur_bar_alpha = torch.zeros((1, 1, rows, p), device=self.device)
+        self._selected = None
 
     def _background(self, w: int, h: int) -> torch.Tensor:
         st = self.style
@@ -179,8 +195,8 @@ class Canvas(PostProcessor):
             return self._titles[title]
         from PIL import Image, ImageDraw
 
-        w, h = self.fmt.width, self.fmt.height
-        bar_h = max(24, round(h * 0.11))
+        w = self.fmt.width
+        bar_h = self._bar_h
         img = Image.new("RGBA", (w, bar_h), (0, 0, 0, 0))
         d = ImageDraw.Draw(img)
         pad = round(w * 0.05)
@@ -201,17 +217,28 @@ class Canvas(PostProcessor):
         self._titles[title] = pair
         return pair
 
-    def _static(self, title: str) -> torch.Tensor:
-        """The canvas without the presenter (background + lower third), H x W x 3 uint8, made once per title."""
+    def _static(self, title: str) -> tuple[torch.Tensor, ...]:
+        """The title's picture without the presenter, made once per title: the canvas (background + lower third,
+        H x W x 3 uint8), the canvas under the presenter's box (1 x 3 x p x p float, for the soft edge) and the bar
+        where it covers the box (RGB and alpha; alpha 0 without a lower third)."""
         got = self._statics.get(title)
         if got is None:
             out = self.bg.clone()
             lt = self._lower_third(title)
+            ly = self._lt_y(self._bar_h)
             if lt is not None:
                 rgb, alpha = lt
-                y = self._lt_y(rgb.shape[1])
-                out[:, y:y + rgb.shape[1]] = torch.lerp(out[:, y:y + rgb.shape[1]], rgb, alpha)
-            got = (out + 0.5).clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()  # H x W x 3
+                out[:, ly:ly + self._bar_h] = torch.lerp(out[:, ly:ly + self._bar_h], rgb, alpha)
+            static = (out + 0.5).clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()  # H x W x 3
+            p, y0, x0 = self.fmt.presenter_px, self.y0, self.x0
+            box_bg = static[y0:y0 + p, x0:x0 + p].permute(2, 0, 1).float().unsqueeze(0)
+            a, b = self._band
+            if lt is not None and b > a:
+                bar_rgb = rgb[:, a - ly:b - ly, x0:x0 + p].unsqueeze(0)
+                bar_alpha = alpha[:, a - ly:b - ly, x0:x0 + p].unsqueeze(0)
+            else:
+                bar_rgb, bar_alpha = torch.zeros_like(self.cur_bar_rgb), torch.zeros_like(self.cur_bar_alpha)
+            got = (static, box_bg, bar_rgb, bar_alpha)
             if len(self._statics) > 16:
                 self._statics.clear()
             self._statics[title] = got
@@ -221,18 +248,25 @@ class Canvas(PostProcessor):
         return self.fmt.height - bar_h - round(self.fmt.height * 0.06)
 
     @torch.inference_mode()
-    def process(self, frames: torch.Tensor, chunk: Chunk | None = None) -> torch.Tensor:
-        """N x 3 x p x p presenter frames -> N x 3 x H x W uint8 program frames (a view of an N x H x W x 3 buffer,
-        the layout outputs take). Only the presenter's box is blended per frame; the rest is the static canvas."""
+    def select(self, title: str) -> None:
+        """Make ``title``'s picture the one ``compose`` draws (copies on the current stream, only when it changes)."""
+        if title == self._selected:
+            return
+        static, box_bg, bar_rgb, bar_alpha = self._static(title)
+        self.cur_static.copy_(static)
+        self.cur_box_bg.copy_(box_bg)
+        self.cur_bar_rgb.copy_(bar_rgb)
+        self.cur_bar_alpha.copy_(bar_alpha)
+        self._selected = title
+
+    @torch.inference_mode()
+    def compose(self, frames: torch.Tensor) -> torch.Tensor:
+        """N x 3 x p x p presenter frames -> N x 3 x H x W uint8 program frames of the selected title (a view of an
+        N x H x W x 3 buffer, the layout outputs take). Only the presenter's box is blended per frame; the rest is the
+        static canvas."""
         n, _, p, _ = frames.shape
-        title = (chunk.on_air if chunk is not None else OnAir()).title
-        static = self._static(title)  # H x W x 3 uint8
-        key = ("box", title)
-        box_bg = self._statics.get(key)
+        static, box_bg = self.cur_static, self.cur_box_bg
         y0, x0 = self.y0, self.x0
-        if box_bg is None:  # the static canvas under the box, with the lower third's alpha over it
-            box_bg = static[y0:y0 + p, x0:x0 + p].permute(2, 0, 1).float().unsqueeze(0)
-            self._statics[key] = box_bg
         out = torch.empty((n, *static.shape), dtype=torch.uint8, device=frames.device)
         out.copy_(static.unsqueeze(0).expand_as(out))
         region = out[:, y0:y0 + p, x0:x0 + p]
@@ -244,17 +278,18 @@ class Canvas(PostProcessor):
             edge = self._edge[:, rows, cols]
             mixed = torch.lerp(box_bg[:, :, rows, cols], frames[:, :, rows, cols].clamp(0, 255), edge)
             region[:, rows, cols].copy_(mixed.permute(0, 2, 3, 1))
-        lt = self._lower_third(title)
-        if lt is not None:  # the lower third lies over the presenter's box too
-            rgb, alpha = lt
-            ly = self._lt_y(rgb.shape[1])
-            a, b = max(ly, y0), min(ly + rgb.shape[1], y0 + p)
-            if b > a:
-                part = region[:, a - y0:b - y0].permute(0, 3, 1, 2).float()
-                mixed = torch.lerp(part, rgb[:, a - ly:b - ly, x0:x0 + p].unsqueeze(0),
-                                   alpha[:, a - ly:b - ly, x0:x0 + p].unsqueeze(0))
-                region[:, a - y0:b - y0].copy_(mixed.add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1))
+        a, b = self._band
+        if b > a:  # the lower third lies over the presenter's box too (alpha 0: no bar, the same pixels)
+            part = region[:, a - y0:b - y0].permute(0, 3, 1, 2).float()
+            mixed = torch.lerp(part, self.cur_bar_rgb, self.cur_bar_alpha)
+            region[:, a - y0:b - y0].copy_(mixed.add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1))
         return out.permute(0, 3, 1, 2)
+
+    @torch.inference_mode()
+    def process(self, frames: torch.Tensor, chunk: Chunk | None = None) -> torch.Tensor:
+        """``select`` the chunk's title, then ``compose``."""
+        self.select((chunk.on_air if chunk is not None else OnAir()).title)
+        return self.compose(frames)
 
 
 def _font(size_px: int):

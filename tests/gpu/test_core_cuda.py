@@ -129,3 +129,34 @@ def test_bench_on_cuda_reports_gpu_time_for_every_configuration(tmp_path: Path):
     assert set(r["gpu_ms_per_frame"]) == set(r["repeats"])
     assert all(math.isfinite(v) and v > 0 for v in r["gpu_ms_per_frame"].values())
     assert r["floor"]["total"]["measured_ms_per_frame"] > 0
+
+
+@pytest.mark.parametrize("layout", [Layout.CANVAS, Layout.SQUARE])
+def test_the_graphed_post_stage_gives_the_eager_pictures_and_planes(default_anchor, layout):
+    """The canvas and the colour conversion replayed as one CUDA graph (CUDA_GRAPHS) across titles, chunks smaller and
+    larger than the graph's batch, with and without the I420 planes: the same bytes as the eager stage."""
+    from studio.pipeline.factory import make_core
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.sources import ProgramSource
+
+    s = CoreSettings(device="cuda", fps=60.0, chunk_frames=16, batch_frames=8, layout=layout, canvas_height_px=720,
+                     size_px=512, optimizations=frozenset({O.CUDA_GRAPHS, O.GPU_ENCODE}))
+    core = make_core(ProgramSource(_items()), ProgramMotion(audio_engine=AudioEngine.POCKETSPHINX), s,
+                     default_anchor, [])
+    try:
+        core.warm()
+        p = core.fmt.presenter_px
+        g = torch.Generator(device="cuda").manual_seed(0)
+        for title, n in (("one", 8), ("", 3), ("two", 13), ("one", 1)):
+            frames = torch.rand((n, 3, p, p), device="cuda", generator=g) * 270 - 5
+            if layout is Layout.CANVAS:
+                core._open_canvas().select(title)
+            for want_yuv in (False, True):
+                eager_pic, eager_yuv = core._finish(frames, want_yuv)
+                got = core._post_graph(frames, want_yuv)(frames)
+                pic, yuv = got if want_yuv else (got, None)
+                assert torch.equal(pic, eager_pic), (title, n, want_yuv)
+                if want_yuv:
+                    assert torch.equal(yuv, eager_yuv), (title, n)
+    finally:
+        core.pool.close()

@@ -1,0 +1,48 @@
+"""CUDA graphs of fixed-batch tensor functions: the generators' (``studio.generators``) and the core's post stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+class Graphed:
+    """A CUDA-graph version of ``fn(*tensors)`` for a fixed batch: inputs are copied into static buffers (padded by
+    repeating the last row), the graph replays, outputs are sliced and cloned (so a later replay, of this graph or of
+    another sharing its memory ``pool``, never changes what a caller holds).
+
+    ``thread_local``: capture while other threads keep using CUDA (the core's stages run in threads of their own);
+    otherwise another thread's CUDA call during the capture is an error, as torch's default capture mode says."""
+
+    def __init__(self, fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda.Stream,
+                 pool=None, thread_local: bool = False) -> None:
+        self.static_in = [e.clone() for e in examples]
+        self.batch = examples[0].shape[0]
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm-up (allocator, lazy init) off the default stream
+                fn(*self.static_in)
+        stream.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool, stream=stream,
+                              capture_error_mode="thread_local" if thread_local else "global"):
+            out = fn(*self.static_in)
+        self.static_out = out if isinstance(out, tuple) else (out,)
+        self.single = not isinstance(out, tuple)
+
+    def __call__(self, *inputs: torch.Tensor):
+        n = inputs[0].shape[0]
+        outs = []
+        for i in range(0, n, self.batch):
+            part = [x[i:i + self.batch] for x in inputs]
+            k = part[0].shape[0]
+            for buf, x in zip(self.static_in, part):
+                buf[:k].copy_(x)
+                if k < self.batch:
+                    buf[k:].copy_(x[-1:].expand(self.batch - k, *x.shape[1:]))
+            self.graph.replay()
+            outs.append([o[:k].clone() for o in self.static_out])
+        res = tuple(torch.cat([o[j] for o in outs]) if len(outs) > 1 else outs[0][j]
+                    for j in range(len(self.static_out)))
+        return res[0] if self.single else res
