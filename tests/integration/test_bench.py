@@ -31,10 +31,16 @@ def test_bench_cpu_tiny(tmp_path):
         assert math.isclose(row["saved_fraction"], 1 - row["optimized_ms_per_frame"] / row["baseline_ms_per_frame"])
         assert row["helps"] == (row["optimized_ms_per_frame"] < base)  # a flag that does not help says so
     assert r["minus_one"] == [] and r["settings"]["configs"] == "ablation"  # all-but-one rows: --configs all
-    # the flags that helped alone here, measured together in the same run (or none helped: said so)
+    # the flags that helped alone here, then each other flag tried beside them (kept when the set got faster),
+    # measured together in the same run (or none helped: said so)
     helped = sorted(row["optimization"] for row in r["ablation"] if row["helps"])
-    assert r["helpful_flags"] == helped
-    if helped and len(helped) < len(names):
+    assert r["helpful_alone"] == helped
+    kept = [t["optimization"] for t in r["helpful_tried"] if t["kept"]]
+    assert all(t["with_ms_per_frame"] < t["before_ms_per_frame"] for t in r["helpful_tried"] if t["kept"])
+    assert r["helpful_flags"] == sorted(helped + kept)
+    if helped:
+        assert sorted(t["optimization"] for t in r["helpful_tried"]) == sorted(names - set(helped))
+    if r["helpful_flags"] and len(r["helpful_flags"]) < len(names):
         assert r["helpful_ms_per_frame"] > 0 and len(r["repeats"]["helpful"]) == 1
     assert set(r["stages"]["plain"]) == set(r["stages"]["optimized"]) == {"motion", "generate", "post"}
     for st in r["stages"]["optimized"].values():
