@@ -17,11 +17,13 @@ def run_from_args(args) -> int:
     for name, value in (("seconds", args.seconds), ("size_px", args.size), ("fps", args.fps),
                         ("repeats", args.repeats), ("program", args.program), ("save_program", args.save_program),
                         ("canvas", args.canvas), ("engine", args.engine),
-                        ("configs", getattr(args, "configs", None))):
+                        ("configs", getattr(args, "configs", None)), ("key_stride", getattr(args, "key_stride", None))):
         if value is not None:
             b = replace(b, **{name: value})
-    if b.seconds <= 0 or b.repeats < 1 or not 64 <= b.size_px <= 2160 or b.size_px % 2 or not 1 <= b.fps <= 120:
-        raise InputError("bench: use --seconds > 0, --repeats >= 1, an even --size of 64..2160 and --fps of 1..120.")
+    if b.seconds <= 0 or b.repeats < 1 or not 64 <= b.size_px <= 2160 or b.size_px % 2 or not 1 <= b.fps <= 120 \
+            or not 1 <= b.key_stride <= 8:
+        raise InputError("bench: use --seconds > 0, --repeats >= 1, an even --size of 64..2160, --fps of 1..120 and "
+                         "--key-stride of 1..8.")
     if b.program is not None and not b.program.is_file():
         raise InputError(f"Program file not found: {b.program}. Make one with --save-program on a machine with TTS.")
     if getattr(args, "leaderboard", False):

@@ -53,6 +53,7 @@ class BenchSettings:
     quality_frames: int = 8
     configs: str = "ablation"  # "ablation": plain, each flag alone, optimized; "all": also all-but-one rows
     native_px: int = 0  # the engine's plain size (0: its own)
+    key_stride: int = 2  # with FRAME_INTERPOLATION: one generated frame every N output frames
 
 
 def defaults_for(device: str) -> BenchSettings:
@@ -173,7 +174,7 @@ def _core_settings(b: BenchSettings, opts: frozenset[Optimization]) -> CoreSetti
     layout = Layout.CANVAS if b.canvas else Layout.SQUARE
     return CoreSettings(size_px=b.size_px, layout=layout, canvas_height_px={"720p": 720, "1080p": 1080}.get(b.canvas,
                         720), fps=b.fps, device=b.device, engine=b.engine, native_px=b.native_px,
-                        optimizations=opts, chunk_frames=16,
+                        optimizations=opts, chunk_frames=16, key_stride=b.key_stride,
                         batch_frames=8 if b.device == "cpu" else 16)
 
 

@@ -78,9 +78,12 @@ class IFNet(nn.Module):
         self.block2 = IFBlock(8 + 4, 96)
         self.block3 = IFBlock(8 + 4, 64)
 
-    def forward(self, img0: torch.Tensor, img1: torch.Tensor, t: float = 0.5) -> torch.Tensor:
-        """N x 3 x H x W in 0..1 (H, W multiples of 64) -> N x 3 x H x W."""
-        ts = torch.full_like(img0[:, :1], t)
+    def forward(self, img0: torch.Tensor, img1: torch.Tensor, t: float | torch.Tensor = 0.5) -> torch.Tensor:
+        """N x 3 x H x W in 0..1 (H, W multiples of 64) -> N x 3 x H x W; ``t`` one time for all, or one per pair."""
+        if isinstance(t, torch.Tensor):
+            ts = t.to(img0.dtype).view(-1, 1, 1, 1).expand_as(img0[:, :1])
+        else:
+            ts = torch.full_like(img0[:, :1], t)
         flow, mask = self.block0(torch.cat([img0, img1, ts], 1), None, self.SCALES[0])
         w0, w1 = warp(img0, flow[:, :2]), warp(img1, flow[:, 2:4])
         for block, scale in zip((self.block1, self.block2, self.block3), self.SCALES[1:]):
@@ -152,10 +155,13 @@ class RifeInterpolator:
         self.net = self.net.to(self.dtype)
 
     @torch.inference_mode()
-    def between(self, frame0: torch.Tensor, frame1: torch.Tensor, t: float) -> torch.Tensor:
-        """N x 3 x H x W (0..255 float or uint8) twice -> N x 3 x H x W float 0..255 at time t."""
+    def between(self, frame0: torch.Tensor, frame1: torch.Tensor, t: float | torch.Tensor) -> torch.Tensor:
+        """N x 3 x H x W (0..255 float or uint8) twice -> N x 3 x H x W float 0..255 at time t (one for all pairs,
+        or N of them)."""
         h, w = frame0.shape[-2:]
         ph, pw = (-h) % _PAD, (-w) % _PAD
         a = F.pad(frame0.to(self.device, self.dtype) / 255.0, (0, pw, 0, ph), mode="replicate")
         b = F.pad(frame1.to(self.device, self.dtype) / 255.0, (0, pw, 0, ph), mode="replicate")
+        if isinstance(t, torch.Tensor):
+            t = t.to(self.device)
         return (self.net(a, b, t)[..., :h, :w].float() * 255.0).clamp(0, 255)

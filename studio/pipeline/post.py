@@ -71,10 +71,11 @@ class FlowFill:
     ``key_mask``, whose last entry is always True); returns every slot's frame. The last keyframe of a chunk is kept
     for the next one (``restart`` drops it: a new program item, or skipped slots)."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, batch: int = 8) -> None:
         from studio.enhance.rife import RifeInterpolator
 
         self.rife = RifeInterpolator(device, half=str(device).startswith("cuda"))
+        self.batch = batch  # in-betweens per RIFE call (bounds the memory at large sizes)
         self._last: torch.Tensor | None = None
         self.frames_interpolated = 0
 
@@ -87,14 +88,14 @@ class FlowFill:
         key_idx = np.flatnonzero(key_mask)
         out[key_idx] = keys
         anchors = ([-1] if self._last is not None else []) + list(key_idx)
-        for k0, k1 in zip(anchors[:-1], anchors[1:]):
-            if k1 - k0 < 2:
-                continue
-            a = self._last if k0 < 0 else out[k0:k0 + 1]
-            b = out[k1:k1 + 1]
-            for i in range(k0 + 1, k1):
-                out[i] = self.rife.between(a, b, (i - k0) / (k1 - k0))[0].to(out.dtype)
-                self.frames_interpolated += 1
+        pairs = [(k0, k1, i) for k0, k1 in zip(anchors[:-1], anchors[1:]) for i in range(k0 + 1, k1)]
+        for j in range(0, len(pairs), self.batch):  # every in-between of the chunk, a batch of pairs per call
+            part = pairs[j:j + self.batch]
+            a = torch.cat([self._last if k0 < 0 else out[k0:k0 + 1] for k0, _, _ in part])
+            b = torch.cat([out[k1:k1 + 1] for _, k1, _ in part])
+            t = torch.tensor([(i - k0) / (k1 - k0) for k0, k1, i in part], dtype=torch.float32)
+            out[[i for _, _, i in part]] = self.rife.between(a, b, t).to(out.dtype)
+            self.frames_interpolated += len(part)
         if not key_mask[0] and self._last is None:  # nothing to interpolate from: hold the first keyframe
             first = int(key_idx[0])
             out[:first] = out[first:first + 1]

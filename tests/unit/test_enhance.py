@@ -156,3 +156,29 @@ def test_causal_spans_match_generated_keyframes_and_carry_on(module):
     assert interp.frames_interpolated == 3  # frames 2, 4 (from the carry) and 6
     assert psnr(out[[2, 4, 6]], ref[[2, 4, 6]]) > 35.0
     assert torch.equal(carry2.landmarks, module.landmarks(c[7:])[0])
+
+
+def test_flow_fill_batches_every_in_between_of_a_chunk_and_keeps_their_times():
+    """RIFE in-betweens of a chunk in batches (the core's FlowFill) are the frames one pair at a time gives, at each
+    slot's own time, across the carried keyframe of the previous chunk."""
+    from studio.pipeline.post import FlowFill
+
+    y, x = torch.meshgrid(torch.arange(64.0), torch.arange(64.0), indexing="ij")
+
+    def frame(shift: float) -> torch.Tensor:  # a smooth pattern moving right
+        return (127 + 100 * torch.sin((x - shift) / 6) * torch.cos(y / 9)).expand(1, 3, 64, 64)
+
+    mask1 = np.array([False, True, False, False, True])  # keys at 1 and 4: slot 0 held, 2 and 3 in between
+    mask2 = np.array([False, True, False, True])  # after the carry (4): slot 0 between 4 and 1 of this chunk
+    keys1, keys2 = torch.cat([frame(1), frame(4)]), torch.cat([frame(6), frame(8)])
+    batched, single = FlowFill("cpu", batch=8), FlowFill("cpu", batch=1)
+    for ff in (batched, single):
+        ff.out1 = ff.fill(keys1, mask1, restart=True)
+        ff.out2 = ff.fill(keys2, mask2, restart=False)
+    for a, b in ((batched.out1, single.out1), (batched.out2, single.out2)):
+        assert float((a - b).abs().max()) < 0.5
+    assert batched.frames_interpolated == single.frames_interpolated == 2 + 2
+    assert torch.equal(batched.out1[0], batched.out1[1]) and torch.equal(batched.out2[1], keys2[0])
+    # each in-between at its own time: slot 2 (1/3 of the way from 1 to 4) is nearer frame(1) than slot 3 is
+    d2, d3 = (batched.out1[2] - frame(1)[0]).abs().mean(), (batched.out1[3] - frame(1)[0]).abs().mean()
+    assert d2 < d3
