@@ -10,7 +10,7 @@ cat $OUT/env_s15_b.log
 PT="python3 -m pytest -v -rA -p no:cacheprovider -o timeout_method=signal"
 run tests_core 120 $PT --timeout 100 tests/gpu/test_core_cuda.py > $OUT/tests_gpu_core_s15.log 2>&1
 grep -E "PASSED|FAILED|ERROR|passed|failed|Error" $OUT/tests_gpu_core_s15.log | tail -12
-run profile 100 python3 results/gpu/profile_core.py --program .gpu_home/bench_program.npz --seconds 4 \
+run profile 100 env PYTHONPATH=$PWD:/tmp/site python3 results/gpu/profile_core.py --program .gpu_home/bench_program.npz --seconds 4 \
   --json $OUT/profile_core_s15.json > $OUT/profile_core_s15.log 2>&1
 grep -A6 "^==" $OUT/profile_core_s15.log | cut -c1-150
 run bench 150 python3 main.py bench --device cuda --canvas 1080p --fps 60 --seconds 6 --repeats 3 \
@@ -19,7 +19,7 @@ tail -5 $OUT/bench_cuda_1080p60_s15.log
 python3 -c "
 import json; d = json.load(open('$OUT/bench_cuda_1080p60_s15.json'))
 print('gpu ms/frame', {k: round(v, 3) for k, v in d['gpu_ms_per_frame'].items()}); print('helpful', d.get('helpful_flags'))"
-run dit_parts 130 python3 results/gpu/dit_parts.py --sizes 288 512 --json $OUT/dit_parts_s15.json \
+run dit_parts 130 env PYTHONPATH=$PWD:/tmp/site python3 results/gpu/dit_parts.py --sizes 288 512 --json $OUT/dit_parts_s15.json \
   > $OUT/dit_parts_s15.log 2>&1
 grep -vE "Warning|warn" $OUT/dit_parts_s15.log | tail -14
 nvidia-smi --query-gpu=name,memory.used,temperature.gpu,clocks.sm --format=csv

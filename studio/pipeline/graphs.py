@@ -31,6 +31,7 @@ class Graphed:
         self.static_out = out if isinstance(out, tuple) else (out,)
         self.single = not isinstance(out, tuple)
 
+    @torch.inference_mode()  # the static buffers are inference tensors (captured under inference mode)
     def __call__(self, *inputs: torch.Tensor):
         n = inputs[0].shape[0]
         outs = []
