@@ -196,13 +196,16 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
         g = next(iter(core.pool.forms().values()))  # a form the run opened (never open another just to ask)
         runs["twin"], runs["precision"] = g.twin, g.settings.precision
         core.pool.close()
-        return rep, core, feats
+        del core, g
+        _release(cuda)  # the next run builds the engine again: never two copies of a 14 B DiT at once
+        return rep, None, feats
 
     info = gen.info
     if info.name != "builtin" and not info.pyramidal_px:
         opts = opts - {O.PYRAMIDAL}  # one native size: nothing smaller to generate
     runs["opts"] = opts
     run_config(anchor, warm, b, opts, tmp)
+    _release(cuda)
     runs["plain"] = [one(frozenset())] if with_plain else []
     runs["optimized"] = [one(opts), one(opts)]
     # what each flag saves this engine; the KV cache and GPU encode act outside the engine (the motion model, the
@@ -211,6 +214,18 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
         runs[f"without_{f.value}"] = [one(opts - {f})]
     del gen
     return runs
+
+
+def _release(cuda: bool) -> None:
+    """Collect what a finished run left (cycles through the core's threads and callbacks) and hand its cached GPU
+    blocks back, so the next run of a large engine finds the memory free."""
+    import gc
+
+    gc.collect()
+    if cuda:
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def _num(x):
