@@ -51,17 +51,18 @@ def main() -> int:
             for name in parts:
                 fn = gen.fns[name]
 
-                def timed(*xs, _fn=fn, _name=name):
+                events: list = []
+
+                def timed(*xs, _fn=fn, _name=name, _events=events):  # bound per name (not the loop's last)
                     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     e0.record()
                     r = _fn(*xs)
                     e1.record()
-                    timed.events.append((_name, e0, e1))
+                    _events.append((_name, e0, e1))
                     return r
 
-                timed.events = []
                 gen.fns[name] = timed
-                parts[name] = timed.events  # type: ignore[assignment]
+                parts[name] = events  # type: ignore[assignment]
             feats = torch.zeros((81, 12, 768), device="cuda")
             with torch.inference_mode():
                 gen.run_window(feats)  # warm-up window

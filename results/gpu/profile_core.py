@@ -21,6 +21,7 @@ def main() -> int:
     ap.add_argument("--sets", default="plain;cuda_graphs;cuda_graphs,gpu_encode;audio_cache,cuda_graphs,gpu_encode,"
                                       "kv_cache")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--trace", type=Path, help="also write a Chrome trace of each set's run here (one file a set)")
     a = ap.parse_args()
 
     import tempfile
@@ -44,6 +45,9 @@ def main() -> int:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             rep, _ = run_config(anchor, program, b, opts, tmp)
             torch.cuda.synchronize()
+        if a.trace:
+            a.trace.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(a.trace / f"{spec.replace(',', '+')}.json"))
         n = max(1, rep.frames_produced)
         rows = []
         for e in prof.key_averages():
