@@ -84,8 +84,10 @@ class LeaderboardPanel(QWidget):
                      r.get("backend", "") if measured else r.get("status", ""),
                      r.get("precision", "") if measured else "",
                      _fmt(r.get("ms_per_frame_plain")) if measured else "",
-                     _fmt(r.get("ms_per_frame_optimized")) if measured else r.get("reason", ""),
-                     f"{100 * r['compute_saved']:.0f}%" if measured and r.get("compute_saved") is not None else "",
+                     _fmt(r.get("ms_per_frame_best", r.get("ms_per_frame_optimized"))) if measured
+                     else r.get("reason", ""),
+                     f"{100 * saved:.0f}%" if measured and (saved := r.get("compute_saved_best",
+                                                                          r.get("compute_saved"))) is not None else "",
                      _fmt(r.get("gpu_mem_peak_mb"), 0) if measured else "", r.get("measured", ""))
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -93,7 +95,11 @@ class LeaderboardPanel(QWidget):
                     item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
                 if not measured:
                     item.setForeground(Qt.gray)
-                if r.get("twin"):
+                if measured and j in (6, 7) and r.get("best_optimizations") is not None:
+                    item.setToolTip(f"With the optimizations that helped this engine here: "
+                                    f"{', '.join(r['best_optimizations']) or 'none'} (every one on: "
+                                    f"{_fmt(r.get('ms_per_frame_optimized'))} ms).")
+                elif r.get("twin"):
                     item.setToolTip("A timing twin: the engine's modules and shapes with random weights (its weights "
                                     "are not installed). Its time is real; it never goes on air.")
                 self.table.setItem(i, j, item)

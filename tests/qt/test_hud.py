@@ -111,3 +111,9 @@ def test_leaderboard_panel_says_a_run_was_cut_short_and_what_the_builtin_size_is
     assert panel.table.item(0, 2).text() == "any" and panel.table.item(1, 2).text() == "96 px"
     panel.show_result({"complete": True, "finished": "2026-12-05 02:10:00", "rows": rows})
     assert "finished 2026-12-05 02:10:00" in panel.status.text()
+    assert panel.table.item(0, 6).text() == "80.00" and panel.table.item(0, 7).text() == "14%"
+    # with a measured best set (the flags the engine ran slower with dropped): that figure, and what it left out
+    rows[0].update(ms_per_frame_best=70.0, compute_saved_best=0.243, best_optimizations=["audio_cache"])
+    panel.show_result({"complete": True, "finished": "2026-12-05 02:10:00", "rows": rows})
+    assert panel.table.item(0, 6).text() == "70.00" and panel.table.item(0, 7).text() == "24%"
+    assert "audio_cache" in panel.table.item(0, 6).toolTip() and "80.00" in panel.table.item(0, 6).toolTip()

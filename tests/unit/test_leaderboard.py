@@ -3,6 +3,7 @@ twin is 37 GB: two at once do not fit an 80 GB GPU)."""
 
 from __future__ import annotations
 
+import json
 import weakref
 
 import numpy as np
@@ -52,3 +53,39 @@ def test_each_run_releases_its_engine_before_the_next_opens_one(probe, default_a
     assert all(r[1] is None for r in runs["plain"] + runs["optimized"])  # no run keeps its core
     assert probe["run"] == 4 and {run for run, _ in probe["opened"]} == {1, 2, 3, 4}  # warm-up, plain, optimized x2
     assert probe["stale"] == []  # no earlier run's engine was alive when a later run opened one
+
+
+def test_the_rank_is_the_measured_set_without_the_flags_the_engine_ran_slower_with(monkeypatch, tmp_path):
+    """Runs replaced by fakes whose time depends only on the flags (async costs 3 ms here, pyramidal saves 2): the
+    row keeps every-flag time, drops what it ran faster without, measures that set once more and ranks by it."""
+    from types import SimpleNamespace
+
+    from studio.bench import harness, leaderboard
+    from studio.pipeline.settings import Optimization as O
+
+    calls = []
+
+    def fake_run_config(anchor, program, b, flags, tmp, keep_core=False):
+        calls.append(frozenset(flags))
+        ms = 10.0 - 2.0 * (O.PYRAMIDAL in flags) + 3.0 * (O.ASYNC_PIPELINE in flags)
+        rep = SimpleNamespace(ms_per_frame=ms, frames_produced=25, frames_full=25, frames_interpolated=0,
+                              silent_frames=0, gpu_mem_peak_mb=0.0, stages={})
+        gen = SimpleNamespace(twin=False, settings=SimpleNamespace(precision="fp32"))
+        core = SimpleNamespace(features=None, pool=SimpleNamespace(forms=lambda: {(False, False): gen},
+                                                                  close=lambda: None))
+        return (rep, {}, core) if keep_core else (rep, {})
+
+    monkeypatch.setattr(harness, "run_config", fake_run_config)
+    monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: tmp_path / "last.json")
+    program = tmp_path / "p.npz"
+    harness.save_program([harness.BenchItem(np.zeros(16000, np.float32), "one")], program)
+    b = harness.BenchSettings(device="cpu", seconds=1.0, size_px=64, fps=25.0, repeats=1, program=program)
+    assert leaderboard.run_leaderboard(b, tmp_path / "lb.json", progress=lambda m: None, engines=("builtin",)) == 0
+    row = json.loads((tmp_path / "lb.json").read_text())["rows"][0]
+    assert O.ASYNC_PIPELINE.value in row["optimizations"] and O.PYRAMIDAL.value in row["optimizations"]
+    assert row["ms_per_frame_plain"] == 10.0 and row["ms_per_frame_optimized"] == 11.0
+    assert row["saved_share"][O.ASYNC_PIPELINE.value] == pytest.approx(-0.3)  # (8 - 11) / 10
+    assert O.ASYNC_PIPELINE.value not in row["best_optimizations"] and O.PYRAMIDAL.value in row["best_optimizations"]
+    assert row["ms_per_frame_best"] == row["ms_per_frame_best_run"] == 8.0 and row["rank"] == 1
+    assert row["compute_saved_best"] == pytest.approx(0.2)
+    assert calls[-1] == frozenset(O(v) for v in row["best_optimizations"])  # the set it is ranked by was run
