@@ -49,7 +49,7 @@ def test_each_run_releases_its_engine_before_the_next_opens_one(probe, default_a
     b = BenchSettings(device="cpu", seconds=0.5, size_px=64, fps=25.0, repeats=1, engine=ENGINE)
     runs = _measure(default_anchor, program, program, b, "cpu", tmp_path, cuda=False, progress=lambda m: None,
                     minus_one=False)
-    assert len(runs["plain"]) == 1 and len(runs["optimized"]) == 2
+    assert len(runs["plain"]) == 1 and len(runs["optimized"]) == 2  # a third brackets all-but-one runs only
     assert all(r[1] is None for r in runs["plain"] + runs["optimized"])  # no run keeps its core
     assert probe["run"] == 4 and {run for run, _ in probe["opened"]} == {1, 2, 3, 4}  # warm-up, plain, optimized x2
     assert probe["stale"] == []  # no earlier run's engine was alive when a later run opened one
