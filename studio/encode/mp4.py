@@ -380,10 +380,14 @@ class Mp4Writer:
                 container.close()  # may fail again on a full disk: the fragments written so far stay whole
             except (av.FFmpegError, OSError, ValueError) as exc:
                 log.debug("closing a failed container: %s", exc)
-        self._release()
-        if not self.partial_path.exists():
-            return None
-        note = recover_file(self.partial_path)
+        try:
+            if not self.partial_path.exists():
+                return None
+            # still under this writer's lock: a recovery started elsewhere meanwhile (the next start of the studio
+            # after a crash) leaves the file to this one instead of racing it for the same file
+            note = recover_file(self.partial_path, holding_lock=True)
+        finally:
+            self._release()
         log.info("%s", note.message)
         return note.path if note.action is RecoveryAction.RECOVERED else None
 

@@ -248,11 +248,13 @@ def _video_seconds(path: Path) -> float | None:
         return None
 
 
-def recover_file(partial: Path) -> RecoveryNote:
-    """Recover one partial recording (see the module docstring); never raises for the file's own problems."""
+def recover_file(partial: Path, holding_lock: bool = False) -> RecoveryNote:
+    """Recover one partial recording (see the module docstring); never raises for the file's own problems.
+    ``holding_lock``: the caller is the partial's writer and still holds its lock (a writer keeping its own cut file:
+    nobody else can start recovering it meanwhile)."""
     partial = Path(partial)
     path = target_of_partial(partial)
-    if partial_in_use(partial):
+    if not holding_lock and partial_in_use(partial):
         return RecoveryNote(RecoveryAction.IN_USE, partial, None,
                             f"{partial.name} is still being recorded by another program: left alone.")
     try:
@@ -268,6 +270,9 @@ def recover_file(partial: Path) -> RecoveryNote:
             os.truncate(partial, end)  # drop the fragment the crash cut off
         target = _claim(partial, path)
     except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and not partial.exists():  # its writer finished it meanwhile
+            return RecoveryNote(RecoveryAction.IN_USE, partial, None,
+                                f"{partial.name} was finished by the program writing it: left alone.")
         log.warning("could not recover %s: %s", partial, exc)
         return RecoveryNote(RecoveryAction.FAILED, partial, None,
                             f"Could not recover {partial.name} ({exc.strerror or exc}): it is left in "

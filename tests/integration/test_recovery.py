@@ -224,3 +224,30 @@ def test_a_recording_whose_program_was_killed_is_kept_and_announced_next_time(tm
     assert "take-recovered.mp4" in notes[0].message and _frames_decoded(kept) >= 20
     assert recover_folder(tmp_path) == []  # announced once
     assert sorted(p.name for p in tmp_path.iterdir()) == ["take-recovered.mp4"]
+
+
+def test_a_writer_keeping_its_cut_file_holds_it_until_it_is_moved(tmp_path: Path, monkeypatch) -> None:
+    """A writer that fails mid-recording keeps its playable part (salvage); a recovery started elsewhere meanwhile (the
+    studio's next start while the orphaned encoder is still finishing) must see the file in use, not recover it too
+    and then report a failure for the file it moved. The other recovery is run at the moment the writer moves it."""
+    from studio.encode import recovery
+
+    out = tmp_path / "take.mp4"
+    writer = Mp4Writer(out, SIZE, SIZE, FPS, RATE, EncodeSettings(gop_frames=10), fragmented=True)
+    for i in range(30):
+        writer.write_video(np.full((SIZE, SIZE, 3), (i * 7) % 256, np.uint8))
+        writer.write_audio(np.zeros(RATE // FPS, np.float32))
+    seen = []
+    real_claim = recovery._claim
+
+    def claim_while_another_looks(partial, path):
+        if not seen:  # once: another program's recovery, right before the writer moves the file
+            seen.append(None)
+            seen[:] = recover_folder(tmp_path) or ["nothing"]
+        return real_claim(partial, path)
+
+    monkeypatch.setattr(recovery, "_claim", claim_while_another_looks)
+    kept = writer.salvage()
+    assert kept == tmp_path / "take-recovered.mp4" and _frames_decoded(kept) > 0
+    assert [n.action for n in seen] == [RecoveryAction.IN_USE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["take-recovered.mp4"]
