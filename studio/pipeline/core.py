@@ -571,8 +571,9 @@ class Core:
         return pic.permute(0, 2, 3, 1), (rgb_to_i420(exact) if want_yuv else None)
 
     def _post_graph(self, frames: torch.Tensor, want_yuv: bool):
-        """``_finish`` (its pictures alone without ``want_yuv``) as a CUDA graph at the core's batch size, per frame shape and dtype (made on first use, or by
-        ``warm``). The graphs share one memory pool: each replay's outputs are cloned before the next replays."""
+        """``_finish`` (its pictures alone without ``want_yuv``) as a CUDA graph at the core's batch size, per frame
+        shape and dtype (made on first use, or by ``warm``). The graphs share one memory pool: each replay's outputs
+        are cloned before the next replays."""
         from studio.pipeline.graphs import Graphed
 
         key = (tuple(frames.shape[1:]), frames.dtype, want_yuv)
