@@ -97,7 +97,7 @@ def test_pill_words() -> None:
 
 
 def test_leaderboard_panel_says_a_run_was_cut_short_and_what_the_builtin_size_is(qtbot) -> None:
-    from studio.ui.leaderboard_panel import LeaderboardPanel
+    from studio.ui.leaderboard_panel import COLUMNS, LeaderboardPanel
 
     panel = LeaderboardPanel("cpu")
     qtbot.addWidget(panel)
@@ -109,6 +109,9 @@ def test_leaderboard_panel_says_a_run_was_cut_short_and_what_the_builtin_size_is
                        "rows": rows})
     assert "cut short" in panel.status.text() and "finished ?" not in panel.status.text()
     assert panel.table.item(0, 2).text() == "any" and panel.table.item(1, 2).text() == "96 px"
+    # why a row was not measured: said in the row, across the figures' columns, the whole reason in its tooltip
+    assert panel.table.item(1, 3).text() == "needs a GPU" and panel.table.item(1, 5).text() == "slow"
+    assert panel.table.columnSpan(1, 5) == len(COLUMNS) - 5 and panel.table.item(1, 5).toolTip() == "slow"
     panel.show_result({"complete": True, "finished": "2026-12-05 02:10:00", "rows": rows})
     assert "finished 2026-12-05 02:10:00" in panel.status.text()
     assert panel.table.item(0, 6).text() == "80.00" and panel.table.item(0, 7).text() == "14%"
