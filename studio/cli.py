@@ -121,6 +121,8 @@ def _build_parser() -> argparse.ArgumentParser:
                                                                    "alone, all; all: also all-but-one rows")
     b.add_argument("--leaderboard", action="store_true", help="rank every engine that fits on this device")
     b.add_argument("--engines", help="with --leaderboard: only these engines (comma list)")
+    b.add_argument("--append", action="store_true", help="with --leaderboard --json FILE: keep FILE's rows that "
+                                                         "this run does not measure again (same machine and output)")
     b.add_argument("--key-stride", type=int, help="with keyframes on: one generated frame every N output frames "
                                                   "(default 2; 4 at 60 fps generates 15 frames a second)")
 

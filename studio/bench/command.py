@@ -30,7 +30,8 @@ def run_from_args(args) -> int:
         from studio.bench.leaderboard import run_leaderboard
 
         engines = tuple(x for x in (getattr(args, "engines", "") or "").split(",") if x)
-        return run_leaderboard(b, args.json, progress=lambda m: sys.stderr.write(m + "\n"), engines=engines)
+        return run_leaderboard(b, args.json, progress=lambda m: sys.stderr.write(m + "\n"), engines=engines,
+                               append=bool(getattr(args, "append", False)))
     result = run_bench(b, args.json, progress=lambda m: sys.stderr.write(m + "\n"))
     sys.stderr.write(f"plain {result['plain_ms_per_frame']:.3f} ms/frame, optimized "
                      f"{result['optimized_ms_per_frame']:.3f} ms/frame: compute saved "

@@ -55,8 +55,11 @@ def last_leaderboard() -> dict | None:
         return None
 
 
-def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: tuple[str, ...] = ()) -> int:
-    """Measure every entry that fits (see the module docstring); returns the exit status."""
+def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: tuple[str, ...] = (),
+                    append: bool = False) -> int:
+    """Measure every entry that fits (see the module docstring); returns the exit status. ``append``: keep the rows
+    of ``json_path`` that this run does not measure again, when that file holds a leaderboard of the same machine
+    and output (a leaderboard measured in parts, each within a time limit)."""
     import torch
 
     from studio.bench.harness import _per_frame, build_program, cut_program, load_program, machine_info
@@ -77,9 +80,11 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
 
     tmp = Path(tempfile.mkdtemp(prefix="leaderboard_"))
     rows: list[dict] = []
+    output = f"{b.canvas} canvas at {b.fps:g} fps"
+    entries = [e for e in ENTRIES if not engines or e[0] in engines]
+    kept, parts = _earlier_rows(json_path, machine_info(str(dev)), output, entries) if append else ([], [])
     all_opts = str(dev)  # each engine's own defaults: studio.pipeline.factory.default_optimizations
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    entries = [e for e in ENTRIES if not engines or e[0] in engines]
     for i, (name, native, suffix, minus_one, with_plain) in enumerate(entries):
         if name not in GENERATORS.names():
             continue
@@ -149,14 +154,15 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
                     f"{best[0][0].ms_per_frame:.2f}" if best else ""))
         if json_path is not None:  # what is measured so far survives a run cut short
             json_path.write_text(json.dumps({"started": started, "complete": False, "machine": machine_info(str(dev)),
-                                             "output": f"{b.canvas} canvas at {b.fps:g} fps", "rows": rows},
+                                             "output": output, "parts": parts, "rows": kept + rows},
                                             indent=1, default=_num))
-    measured = sorted((r for r in rows if r["status"] == "measured"), key=lambda r: r["ms_per_frame_best"])
+    rows = kept + rows
+    measured = sorted((r for r in rows if r["status"] == "measured"), key=_rank_ms)
     for rank, r in enumerate(measured, 1):
         r["rank"] = rank
     result = {"started": started, "complete": True, "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
               "machine": machine_info(str(dev)),
-              "output": f"{b.canvas} canvas at {b.fps:g} fps", "program_s": seconds,
+              "output": output, "program_s": seconds, "parts": parts + [started],
               "rows": measured + [r for r in rows if r["status"] != "measured"]}
     text = json.dumps(result, indent=1, default=_num)
     try:
@@ -172,7 +178,7 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
     for r in result["rows"]:
         if r["status"] == "measured":
             plain_ms = r["ms_per_frame_plain"]
-            sys.stderr.write(f"{r['rank']:>2}. {r['label']}: {r['ms_per_frame_best']:.2f} ms/frame "
+            sys.stderr.write(f"{r['rank']:>2}. {r['label']}: {_rank_ms(r):.2f} ms/frame "
                              f"(plain {f'{plain_ms:.2f}' if plain_ms else 'not measured'})\n")
         else:
             sys.stderr.write(f" -. {r['label']}: {r['status']} ({r['reason']})\n")
@@ -236,6 +242,41 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
         runs["best_opts"] = opts - hurt
     del gen
     return runs
+
+
+def _earlier_rows(json_path: Path | None, machine: dict, output: str, entries) -> tuple[list[dict], list[str]]:
+    """The rows of an earlier leaderboard in ``json_path`` to keep beside this run's (see ``run_leaderboard``), and
+    when the runs they came from started. Only the same machine (GPU, or the CPU) and output: another's are
+    replaced, and said so."""
+    if json_path is None or not json_path.is_file():
+        return [], []
+    try:
+        old = json.loads(json_path.read_text())
+    except (OSError, ValueError) as exc:
+        log.warning("leaderboard: %s is not a leaderboard (%s): starting a new one", json_path, exc)
+        return [], []
+    same = old.get("output") == output and (old.get("machine", {}).get("gpu"), old.get("machine", {}).get("device")) \
+        == (machine.get("gpu"), machine.get("device"))
+    if not same:
+        log.warning("leaderboard: %s holds another machine's or output's leaderboard (%s on %s): replaced", json_path,
+                    old.get("output"), old.get("machine", {}).get("gpu") or "the CPU")
+        return [], []
+    again = {(name, native) for name, native, *_ in entries}
+    kept = [r for r in old.get("rows", []) if (r.get("engine"), _native_of(r)) not in again]
+    return kept, list(old.get("parts", [old.get("started", "?")]))
+
+
+def _rank_ms(row: dict) -> float:
+    """What a row is ranked by: its best measured set (rows of older leaderboards: every flag on)."""
+    return row.get("ms_per_frame_best", row["ms_per_frame_optimized"])
+
+
+def _native_of(row: dict) -> int:
+    """The ENTRIES size override a row was measured with (0: the engine's own size)."""
+    for name, native, *_ in ENTRIES:
+        if name == row.get("engine") and native == row.get("native_px"):
+            return native
+    return 0
 
 
 def _release(cuda: bool) -> None:

@@ -55,19 +55,19 @@ def test_each_run_releases_its_engine_before_the_next_opens_one(probe, default_a
     assert probe["stale"] == []  # no earlier run's engine was alive when a later run opened one
 
 
-def test_the_rank_is_the_measured_set_without_the_flags_the_engine_ran_slower_with(monkeypatch, tmp_path):
-    """Runs replaced by fakes whose time depends only on the flags (async costs 3 ms here, pyramidal saves 2): the
-    row keeps every-flag time, drops what it ran faster without, measures that set once more and ranks by it."""
+def _fake_runs(monkeypatch, base_ms: dict[str, float] | None = None) -> list:
+    """harness.run_config replaced: a run's time depends only on the engine and the flags (async costs 3 ms,
+    pyramidal saves 2)."""
     from types import SimpleNamespace
 
-    from studio.bench import harness, leaderboard
+    from studio.bench import harness
     from studio.pipeline.settings import Optimization as O
 
     calls = []
 
     def fake_run_config(anchor, program, b, flags, tmp, keep_core=False):
         calls.append(frozenset(flags))
-        ms = 10.0 - 2.0 * (O.PYRAMIDAL in flags) + 3.0 * (O.ASYNC_PIPELINE in flags)
+        ms = (base_ms or {}).get(b.engine, 10.0) - 2.0 * (O.PYRAMIDAL in flags) + 3.0 * (O.ASYNC_PIPELINE in flags)
         rep = SimpleNamespace(ms_per_frame=ms, frames_produced=25, frames_full=25, frames_interpolated=0,
                               silent_frames=0, gpu_mem_peak_mb=0.0, stages={})
         gen = SimpleNamespace(twin=False, settings=SimpleNamespace(precision="fp32"))
@@ -76,6 +76,41 @@ def test_the_rank_is_the_measured_set_without_the_flags_the_engine_ran_slower_wi
         return (rep, {}, core) if keep_core else (rep, {})
 
     monkeypatch.setattr(harness, "run_config", fake_run_config)
+    return calls
+
+
+def test_a_leaderboard_measured_in_parts_keeps_the_earlier_rows_of_the_same_machine(monkeypatch, tmp_path):
+    from studio.bench import harness, leaderboard
+
+    _fake_runs(monkeypatch, {"builtin": 10.0, "wav2lip": 5.0})
+    monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: tmp_path / "last.json")
+    program = tmp_path / "p.npz"
+    harness.save_program([harness.BenchItem(np.zeros(16000, np.float32), "one")], program)
+    b = harness.BenchSettings(device="cpu", seconds=1.0, size_px=64, fps=25.0, repeats=1, program=program)
+    out = tmp_path / "lb.json"
+
+    def run(engines, **kw):
+        assert leaderboard.run_leaderboard(kw.pop("b", b), out, progress=lambda m: None, engines=engines, **kw) == 0
+        return json.loads(out.read_text())
+
+    first = run(("builtin",))
+    second = run(("wav2lip",), append=True)
+    assert [(r["engine"], r["rank"]) for r in second["rows"]] == [("wav2lip", 1), ("builtin", 2)]  # re-ranked
+    assert second["parts"] == [first["started"], second["started"]]
+    again = run(("builtin",), append=True)  # measured again: replaced, not doubled
+    assert sorted(r["engine"] for r in again["rows"]) == ["builtin", "wav2lip"]
+    other = run(("builtin",), append=True, b=harness.BenchSettings(**{**b.__dict__, "fps": 50.0}))
+    assert [r["engine"] for r in other["rows"]] == ["builtin"]  # another output: the file's rows are replaced
+    assert [r["engine"] for r in run(("builtin",))["rows"]] == ["builtin"]  # without --append: a new leaderboard
+
+
+def test_the_rank_is_the_measured_set_without_the_flags_the_engine_ran_slower_with(monkeypatch, tmp_path):
+    """Runs replaced by fakes whose time depends only on the flags (async costs 3 ms here, pyramidal saves 2): the
+    row keeps every-flag time, drops what it ran faster without, measures that set once more and ranks by it."""
+    from studio.bench import harness, leaderboard
+    from studio.pipeline.settings import Optimization as O
+
+    calls = _fake_runs(monkeypatch)
     monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: tmp_path / "last.json")
     program = tmp_path / "p.npz"
     harness.save_program([harness.BenchItem(np.zeros(16000, np.float32), "one")], program)
