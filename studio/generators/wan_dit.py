@@ -302,7 +302,7 @@ class WanDiTGenerator(NeuralGenerator):
         native_px=1024, pyramidal_px=288, audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW,
         batch_sizes=(WINDOW_FRAMES,), compile_backends=("inductor", "cuda_graphs"),
         weights=(DIT_WEIGHTS,), licence="Apache-2.0 (EchoMimicV3 and Wan2.1)",
-        needs_gpu_reason="one 81-frame window is 8 steps x 2 passes of a 1.4 G-parameter DiT over 6,804 to 86,016 "
+        needs_gpu_reason="one 81-frame window is 8 steps x 2 passes of a 1.9 G-parameter DiT over 6,804 to 86,016 "
                          "tokens plus a video VAE decode: minutes on a 2-core CPU")
     config = WAN_1_3B
     audio_dirs = ("chinese-wav2vec2-base",)  # the flash release's
@@ -427,7 +427,8 @@ class Wan14BGenerator(WanDiTGenerator):
         audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW, batch_sizes=(WINDOW_FRAMES,),
         compile_backends=("inductor", "cuda_graphs"), weights=(),
         licence="no public weights (paper arXiv 2508.11255): a timing twin only",
-        needs_gpu_reason="a 14 G-parameter DiT: 28 GB of bf16 weights, on a GPU with room for them")
+        needs_gpu_reason="a 20 G-parameter DiT (Wan 14B with its audio layers): 37 GiB of bf16 weights, on a GPU "
+                         "with room for them")
     config = WAN_14B
 
     def _load(self, folder: Path) -> None:

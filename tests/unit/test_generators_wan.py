@@ -118,3 +118,16 @@ def test_late_audio_is_dropped_and_windows_stay_aligned():
     assert torch.equal(heard[2], torch.tensor([11.0, 12, 0, 0, 0]))
     with pytest.raises(ModelLoadError, match="multiple of 16"):
         wd.WanDiTGenerator(SMALL).open(small_anchor(), GeneratorSettings(size_px=72))
+
+
+@pytest.mark.parametrize("engine, params_g, gib", [("wan2.1-1.3b", "1.9", None), ("wan2.1-14b", "20", "37")])
+def test_the_size_a_dit_row_states_is_the_size_of_its_twin(engine, params_g, gib):
+    """The "needs a GPU" reasons name the twin's own size (counted on the meta device: nothing is allocated)."""
+    from studio.pipeline.roles import GENERATORS
+
+    gen = GENERATORS.create(engine)
+    with torch.device("meta"):
+        n = sum(p.numel() for p in wd.WanAudioDiT(gen.config).parameters())
+    assert f"{n / 1e9:.2g}" == params_g and f"a {params_g} G-parameter DiT" in gen.info.needs_gpu_reason
+    if gib:
+        assert f"{n * 2 / 2 ** 30:.0f}" == gib and f"{gib} GiB of bf16 weights" in gen.info.needs_gpu_reason
