@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 
 class UpscaleRoute(enum.Enum):
     BICUBIC = "bicubic"
-    SPAN = "span"  # SPAN x4 (studio.enhance.upscale), then a resize to the exact size
+    # SPAN x4 (studio.enhance.upscale) onto the exact size: a larger frame is first resized to a quarter of the target
+    # (288 -> 270 -> 1080), so that SPAN lands on the target with no full-size resize after it
+    SPAN = "span"
 
 
 @POST_PROCESSORS.register("upscale")
@@ -58,7 +60,11 @@ class Upscaler(PostProcessor):
             return frames
         x = frames
         if self._span is not None and frames.shape[-1] * 2 <= s:
-            x = self._span(frames.clamp(0, 255))
+            q = -(-s // self._span.scale)  # the input whose x4 covers the target
+            if frames.shape[-1] > q:
+                x = F.interpolate(frames.clamp(0, 255), size=(q, q), mode="bicubic", align_corners=False,
+                                  antialias=True)
+            x = self._span(x.clamp(0, 255))
         if x.shape[-1] != s:
             x = F.interpolate(x, size=(s, s), mode="bicubic", align_corners=False, antialias=x.shape[-1] > s)
         return x

@@ -182,3 +182,25 @@ def test_flow_fill_batches_every_in_between_of_a_chunk_and_keeps_their_times():
     # each in-between at its own time: slot 2 (1/3 of the way from 1 to 4) is nearer frame(1) than slot 3 is
     d2, d3 = (batched.out1[2] - frame(1)[0]).abs().mean(), (batched.out1[3] - frame(1)[0]).abs().mean()
     assert d2 < d3
+
+
+def test_span_lands_on_the_target_size_from_a_larger_frame():
+    """The pyramidal 288 px frames to the 1080 presenter: resized to 270 first, SPAN x4 makes 1080 (no full-size
+    resize after SPAN); a frame smaller than a quarter of the target goes to SPAN as it is."""
+    from studio.pipeline.post import Upscaler, UpscaleRoute
+
+    seen = []
+
+    class Spy:
+        scale = 4
+
+        def __call__(self, x):
+            seen.append(tuple(x.shape[-2:]))
+            return torch.nn.functional.interpolate(x, scale_factor=4, mode="nearest")
+
+    up = Upscaler(1080, UpscaleRoute.SPAN)
+    up._span = Spy()
+    assert up.process(torch.rand(2, 3, 288, 288) * 255).shape == (2, 3, 1080, 1080) and seen == [(270, 270)]
+    up2 = Upscaler(720, UpscaleRoute.SPAN)
+    up2._span = Spy()
+    assert up2.process(torch.rand(1, 3, 96, 96) * 255).shape == (1, 3, 720, 720) and seen[-1] == (96, 96)
