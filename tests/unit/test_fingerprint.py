@@ -52,3 +52,24 @@ def test_windows_overlap_at_133_ms_stride() -> None:
     assert set(strides.tolist()) <= {13, 14}
     assert abs(strides.mean() * 10 - 133.3) < 0.5  # ms
     assert WINDOW_MEL * 10 == 200
+
+
+def test_a_cache_hit_is_worth_a_warm_encoder_call_not_the_first(monkeypatch):
+    """What the audio cache saves per hit is the median of the encoder's calls after its first (which warms it up and
+    is reported apart); the clock is the test's, so the verdict does not depend on the machine."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from studio.pipeline import features
+
+    clock = iter([0.0, 0.100, 1.0, 1.010, 2.0, 2.012, 3.0, 3.008])  # calls of 100, 10, 12 and 8 ms
+    monkeypatch.setattr(features.time, "perf_counter", lambda: next(clock))
+    enc = SimpleNamespace(encode_window=lambda w: np.zeros((2, 4), np.float32))
+    gen = SimpleNamespace(audio_encoder=lambda: enc, info=SimpleNamespace(audio=SimpleNamespace(shape_per_frame=(4,))))
+    stage = features.FeatureStage(gen, SimpleNamespace(fps=25.0))
+    for _ in range(4):
+        stage._encode(np.zeros(320, np.float32))
+    st = stage.stats()
+    assert st["encoder_calls"] == 4 and abs(st["encoder_first_call_ms"] - 100.0) < 1e-6
+    assert abs(st["encoder_ms_per_call"] - 10.0) < 1e-6  # the median of 10, 12 and 8
