@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -49,7 +49,7 @@ class FingerprintStats:
     entries: int
     capacity: int
     evictions: int
-    encoder_ms_per_miss: float  # measured mean over every miss since the cache was made
+    encoder_ms_per_miss: float  # measured: the median of the misses after the first (that one warms the encoder)
     encoder_ms_saved: float  # hits x encoder_ms_per_miss
 
     @property
@@ -68,8 +68,11 @@ class FingerprintCache:
         self._d: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = self.evictions = 0
-        self._miss_s = 0.0  # encoder time of every miss so far (kept across reset_counts: the cost estimate)
+        # encoder times of the misses after the first (kept across reset_counts: the cost estimate); the first miss
+        # warms the encoder up (kernels, allocations) and is kept apart
+        self._miss_ms: deque[float] = deque(maxlen=256)
         self._miss_n = 0
+        self.first_miss_ms = float("nan")
 
     def get_or_compute(self, mel_window: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """The cached value for this window, or ``compute(mel_window)`` (timed, then stored)."""
@@ -87,8 +90,11 @@ class FingerprintCache:
         dt = time.perf_counter() - t0
         with self._lock:
             self.misses += 1
+            if self._miss_n == 0:
+                self.first_miss_ms = dt * 1e3
+            else:
+                self._miss_ms.append(dt * 1e3)
             self._miss_n += 1
-            self._miss_s += dt
             self._d[key] = v
             self._d.move_to_end(key)
             while len(self._d) > self.capacity:
@@ -113,6 +119,8 @@ class FingerprintCache:
             self.hits = self.misses = self.evictions = 0
 
     def stats(self) -> FingerprintStats:
-        per_miss_ms = self._miss_s / self._miss_n * 1e3 if self._miss_n else 0.0
+        with self._lock:
+            warm = list(self._miss_ms)
+        per_miss_ms = float(np.median(warm)) if warm else (self.first_miss_ms if self._miss_n else 0.0)
         return FingerprintStats(self.hits, self.misses, len(self._d), self.capacity, self.evictions, per_miss_ms,
                                 self.hits * per_miss_ms)

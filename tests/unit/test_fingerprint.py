@@ -64,7 +64,7 @@ def test_a_cache_hit_is_worth_a_warm_encoder_call_not_the_first(monkeypatch):
     from studio.pipeline import features
 
     clock = iter([0.0, 0.100, 1.0, 1.010, 2.0, 2.012, 3.0, 3.008])  # calls of 100, 10, 12 and 8 ms
-    monkeypatch.setattr(features.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(features.time, "perf_counter", lambda: next(clock, 9.0))
     enc = SimpleNamespace(encode_window=lambda w: np.zeros((2, 4), np.float32))
     gen = SimpleNamespace(audio_encoder=lambda: enc, info=SimpleNamespace(audio=SimpleNamespace(shape_per_frame=(4,))))
     stage = features.FeatureStage(gen, SimpleNamespace(fps=25.0))
@@ -73,3 +73,23 @@ def test_a_cache_hit_is_worth_a_warm_encoder_call_not_the_first(monkeypatch):
     st = stage.stats()
     assert st["encoder_calls"] == 4 and abs(st["encoder_first_call_ms"] - 100.0) < 1e-6
     assert abs(st["encoder_ms_per_call"] - 10.0) < 1e-6  # the median of 10, 12 and 8
+
+
+def test_the_cost_of_a_miss_is_a_warm_encoder_call(monkeypatch):
+    """The neural engine's cache credits a hit with the median of its misses after the first (that one warms the
+    encoder up); the clock is the test's."""
+    import time
+
+    import numpy as np
+
+    from studio.audio.fingerprint import FingerprintCache
+
+    clock = iter([0.0, 0.050, 1.0, 1.004, 2.0, 2.006, 3.0, 3.005])  # misses of 50, 4, 6 and 5 ms
+    monkeypatch.setattr(time, "perf_counter", lambda: next(clock, 9.0))
+    cache = FingerprintCache(16)
+    for i in range(4):
+        cache.get_or_compute(np.full((8, 8), float(i), np.float32), lambda m: m.sum(keepdims=True))
+    cache.get_or_compute(np.full((8, 8), 0.0, np.float32), lambda m: m)  # a hit: no clock read
+    st = cache.stats()
+    assert (st.hits, st.misses) == (1, 4) and abs(cache.first_miss_ms - 50.0) < 1e-6
+    assert abs(st.encoder_ms_per_miss - 5.0) < 1e-6 and abs(st.encoder_ms_saved - 5.0) < 1e-6
