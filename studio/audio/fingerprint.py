@@ -58,6 +58,29 @@ class FingerprintStats:
         return self.hits / n if n else 0.0
 
 
+class EncoderCallTimes:
+    """An encoder's call times: the first apart (it warms the encoder up: kernels, allocations) and the median of the
+    later ones (the last 256), which is what a call costs and so what a cache hit saves."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.first_ms = float("nan")
+        self._warm: deque[float] = deque(maxlen=256)
+
+    def add(self, ms: float) -> None:
+        if self.n == 0:
+            self.first_ms = ms
+        else:
+            self._warm.append(ms)
+        self.n += 1
+
+    def per_call_ms(self, without_calls: float = float("nan")) -> float:
+        """The median warm call (the first call's time when it is the only one; ``without_calls`` before any)."""
+        if self._warm:
+            return float(np.median(list(self._warm)))
+        return self.first_ms if self.n else without_calls
+
+
 class FingerprintCache:
     """LRU map fingerprint -> encoder output, with counts. Thread-safe."""
 
@@ -68,11 +91,7 @@ class FingerprintCache:
         self._d: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = self.evictions = 0
-        # encoder times of the misses after the first (kept across reset_counts: the cost estimate); the first miss
-        # warms the encoder up (kernels, allocations) and is kept apart
-        self._miss_ms: deque[float] = deque(maxlen=256)
-        self._miss_n = 0
-        self.first_miss_ms = float("nan")
+        self._miss_times = EncoderCallTimes()  # kept across reset_counts: the cost estimate
 
     def get_or_compute(self, mel_window: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """The cached value for this window, or ``compute(mel_window)`` (timed, then stored)."""
@@ -90,17 +109,17 @@ class FingerprintCache:
         dt = time.perf_counter() - t0
         with self._lock:
             self.misses += 1
-            if self._miss_n == 0:
-                self.first_miss_ms = dt * 1e3
-            else:
-                self._miss_ms.append(dt * 1e3)
-            self._miss_n += 1
+            self._miss_times.add(dt * 1e3)
             self._d[key] = v
             self._d.move_to_end(key)
             while len(self._d) > self.capacity:
                 self._d.popitem(last=False)
                 self.evictions += 1
         return v
+
+    @property
+    def first_miss_ms(self) -> float:
+        return self._miss_times.first_ms
 
     def __contains__(self, mel_window: np.ndarray) -> bool:
         return fingerprint(mel_window) in self._d
@@ -120,7 +139,6 @@ class FingerprintCache:
 
     def stats(self) -> FingerprintStats:
         with self._lock:
-            warm = list(self._miss_ms)
-        per_miss_ms = float(np.median(warm)) if warm else (self.first_miss_ms if self._miss_n else 0.0)
+            per_miss_ms = self._miss_times.per_call_ms(without_calls=0.0)
         return FingerprintStats(self.hits, self.misses, len(self._d), self.capacity, self.evictions, per_miss_ms,
                                 self.hits * per_miss_ms)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 
 import numpy as np
 
@@ -30,17 +30,14 @@ class FeatureStage:
     """See the module docstring. ``features(chunk, cache)`` -> K x shape_per_frame float32."""
 
     def __init__(self, generator, settings) -> None:
-        from studio.audio.fingerprint import FingerprintCache
+        from studio.audio.fingerprint import EncoderCallTimes, FingerprintCache
 
         self.encoder = generator.audio_encoder()
         self.spec = generator.info.audio
         self.fps = settings.fps
         self.cache = FingerprintCache(20_000)
         self._memo: OrderedDict[bytes, np.ndarray] = OrderedDict()  # (stream, window content) -> frames
-        self.calls = 0  # encoder calls made (cache misses included)
-        self.encode_ms = 0.0
-        self.first_call_ms = float("nan")  # the first call warms the encoder up (kernels, allocations)
-        self._call_ms: deque[float] = deque(maxlen=256)  # the calls after it: what a cache hit saves
+        self.times = EncoderCallTimes()  # every encoder call made (cache misses included)
         self.frames = 0
         self._live = np.zeros(0, np.float32)  # microphone: analysis audio from _live_start on
         self._live_start = None
@@ -48,13 +45,7 @@ class FeatureStage:
     def _encode(self, window: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
         out = self.encoder.encode_window(window)
-        ms = (time.perf_counter() - t0) * 1e3
-        self.encode_ms += ms
-        if self.calls == 0:
-            self.first_call_ms = ms
-        else:
-            self._call_ms.append(ms)
-        self.calls += 1
+        self.times.add((time.perf_counter() - t0) * 1e3)
         return out
 
     def _encode_fn(self, cache: bool, stream: int):
@@ -109,9 +100,8 @@ class FeatureStage:
         """Cache hits and misses, and what the hits saved: each hit one encoder call, at the median time of the calls
         after the first (the first warms the encoder up and is reported apart; with one call, that call's time)."""
         st = self.cache.stats()
-        per_call = float(np.median(self._call_ms)) if self._call_ms else (
-            self.first_call_ms if self.calls else float("nan"))
-        return {"hits": st.hits, "misses": st.misses, "saved_ms": st.hits * per_call if self.calls else 0.0,
-                "saved_ms_per_frame": (st.hits * per_call / max(1, self.frames)) if self.calls else 0.0,
-                "encoder_ms_per_call": per_call, "encoder_first_call_ms": self.first_call_ms,
-                "encoder_calls": self.calls}
+        per_call, calls = self.times.per_call_ms(), self.times.n
+        return {"hits": st.hits, "misses": st.misses, "saved_ms": st.hits * per_call if calls else 0.0,
+                "saved_ms_per_frame": (st.hits * per_call / max(1, self.frames)) if calls else 0.0,
+                "encoder_ms_per_call": per_call, "encoder_first_call_ms": self.times.first_ms,
+                "encoder_calls": calls}
