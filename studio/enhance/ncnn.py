@@ -172,11 +172,13 @@ class NcnnNet(nn.Module):
             elif k == "BinaryOp":
                 op = ly.int(0)
                 a = ins[0]
-                b = ins[1] if len(ins) > 1 else torch.tensor(ly.float(2), dtype=x.dtype, device=x.device)
-                if ly.int(1) and len(ins) == 1:  # scalar on the right
-                    pass
-                y = {0: torch.add, 1: torch.sub, 2: torch.mul, 3: torch.div, 4: torch.maximum,
-                     5: torch.minimum}[op](a, b)
+                if len(ins) > 1:
+                    y = {0: torch.add, 1: torch.sub, 2: torch.mul, 3: torch.div, 4: torch.maximum,
+                         5: torch.minimum}[op](a, ins[1])
+                else:  # a scalar on the right, as a Python number (no tensor made per call: CUDA-graph safe)
+                    c = ly.float(2)
+                    y = {0: lambda: a + c, 1: lambda: a - c, 2: lambda: a * c, 3: lambda: a / c,
+                         4: lambda: a.clamp(min=c), 5: lambda: a.clamp(max=c)}[op]()
             else:  # pragma: no cover - guarded in __init__
                 raise ModelLoadError(f"ncnn layer {k} not supported")
             blobs[ly.outputs[0]] = y

@@ -62,14 +62,20 @@ class LearnedUpscaler:
 
     scale = 4
 
-    def __init__(self, device: str | torch.device = "cpu", half: bool = False) -> None:
+    def __init__(self, device: str | torch.device = "cpu", half: bool = False, channels_last: bool = False,
+                 dtype: torch.dtype | None = None) -> None:
         self.device = torch.device(device)
-        self.dtype = torch.float16 if half and self.device.type == "cuda" else torch.float32
+        self.dtype = dtype or (torch.float16 if half and self.device.type == "cuda" else torch.float32)
+        self.channels_last = channels_last  # NHWC activations: cuDNN's faster convolutions on tensor cores
         self.net = load_span(self.device).to(self.dtype)
+        if channels_last:
+            self.net = self.net.to(memory_format=torch.channels_last)
 
     @torch.inference_mode()
     def __call__(self, frames: torch.Tensor) -> torch.Tensor:
         x = frames.to(self.device, self.dtype).clamp(0, 255) / 255.0
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         return (self.net(x).float() * 255.0).clamp(0, 255)
 
 

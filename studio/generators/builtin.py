@@ -3,7 +3,8 @@
 It needs no downloaded weights, renders at any size, and can re-render in-between frames from interpolated warp
 fields (motion-space interpolation, ``render_span``). Its pyramidal route is a low-resolution warp field
 (``field_divisor`` 8: the field at size / 8 instead of size / 4) sampling the full-resolution portrait. With CUDA graphs
-the field, the composite and the whole frame are captured per batch size and replayed.
+the field, the composite and the whole frame are captured per batch size and replayed; the whole frame compiled by
+TorchInductor first (its full-resolution elementwise passes fused).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 from studio.enhance.interp import Carry, MotionSpaceInterpolator, max_error_px
 from studio.errors import RenderError
-from studio.pipeline.graphs import Graphed
+from studio.pipeline.graphs import Graphed, graphed
 from studio.pipeline.roles import (GENERATORS, CompileTarget, Generator, GeneratorInfo, GeneratorSettings,
                                    InterpolationKind)
 from studio.presenter.coeffs import N_COEFFS
@@ -108,7 +109,7 @@ class BuiltinGenerator(Generator):
             grid, mask = m.warp_field(c)
             field_graph = Graphed(m.warp_field, (c,), stream)
             compose_graph = Graphed(m.compose, (c, grid, mask), stream)
-            self._forward = Graphed(m.forward, (c,), stream)
+            self._forward = graphed(m.forward, (c,), stream, compile=True, name="the renderer")
         self.interp = _GraphedInterpolator(m, err, field_graph, compose_graph, self.planner)
 
     @torch.inference_mode()

@@ -83,6 +83,7 @@ class NeuralGenerator(Generator):
     loads_weights = True  # False: the engine runs only as a timing twin in this version (its docstring says why)
     pastes_face = False  # True: the network makes a face crop at native_px, pasted into a frame of any size_px
     audio_dirs: tuple[str, ...] = ()  # where the release keeps its audio encoder (Hugging Face layout), first found
+    compiled_targets: frozenset[str] = frozenset()  # targets TorchInductor compiles inside their CUDA graphs
 
     def __init__(self) -> None:
         super().__init__()
@@ -134,14 +135,15 @@ class NeuralGenerator(Generator):
     def _capture_graphs(self) -> None:
         """Every compile target replayed as a CUDA graph at its example shapes (inputs copied into static buffers; a
         smaller batch is padded, a larger one split: ``studio.pipeline.graphs.Graphed``)."""
-        from studio.pipeline.graphs import Graphed
+        from studio.pipeline.graphs import graphed
 
         if self.device.type != "cuda":
             raise RenderError(f"{self.info.label}: CUDA graphs need a CUDA device.")
         stream = torch.cuda.Stream(self.device)
         with torch.inference_mode():
             for t in self._targets():
-                self.fns[t.name] = Graphed(self.fns[t.name], t.example_inputs, stream)
+                self.fns[t.name] = graphed(self.fns[t.name], t.example_inputs, stream,
+                                           compile=t.name in self.compiled_targets, name=f"{self.info.label} {t.name}")
 
     def _build_twin(self) -> None:
         raise NotImplementedError

@@ -306,6 +306,7 @@ class WanDiTGenerator(NeuralGenerator):
                          "tokens plus a video VAE decode: minutes on a 2-core CPU")
     config = WAN_1_3B
     audio_dirs = ("chinese-wav2vec2-base",)  # the flash release's
+    compiled_targets = frozenset({"dit"})  # its norms, modulation and RoPE fused: results/gpu/s16
     requires = ("diffusers", "transformers", "safetensors")
     loads_weights = False  # the Wan VAE and the prompt / image encoders are not read yet (module docstring)
 

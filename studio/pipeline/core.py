@@ -485,7 +485,8 @@ class Core:
 
                 self._flow = FlowFill(str(self.device))
             before = self._flow.frames_interpolated
-            frames = self._flow.fill(frames, key_mask, restart=getattr(chunk, "_restart", True))
+            frames = self._flow.fill(frames, key_mask, restart=getattr(chunk, "_restart", True),
+                                     graphs=O.CUDA_GRAPHS in chunk.optimizations)
             self.frames_interpolated += self._flow.frames_interpolated - before
         p = self.fmt.presenter_px
         if frames.shape[-1] != p:
@@ -557,10 +558,13 @@ class Core:
             self._canvas.open(self.fmt, str(self.device))
         return self._canvas
 
-    def _finish(self, frames: torch.Tensor, want_yuv: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _finish(self, frames: torch.Tensor, want_yuv: bool, i420=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Presenter frames -> (the program pictures, N x H x W x 3 uint8; their I420 planes with ``want_yuv``): the
-        selected title's canvas, or the square frames rounded."""
+        selected title's canvas, or the square frames rounded. ``i420``: the colour conversion to use (default
+        ``rgb_to_i420``; the post graph's is compiled)."""
         from studio.encode.colour import rgb_to_i420
+
+        i420 = i420 or rgb_to_i420
 
         if self.fmt.layout is Layout.CANVAS:
             pic = self._canvas.compose(frames)  # N x 3 x H x W view of an N x H x W x 3 uint8 buffer
@@ -568,13 +572,13 @@ class Core:
         else:
             exact = frames.clamp(0, 255)
             pic = exact.to(torch.uint8)  # frames carry +0.5: truncation rounds
-        return pic.permute(0, 2, 3, 1), (rgb_to_i420(exact) if want_yuv else None)
+        return pic.permute(0, 2, 3, 1), (i420(exact) if want_yuv else None)
 
     def _post_graph(self, frames: torch.Tensor, want_yuv: bool):
         """``_finish`` (its pictures alone without ``want_yuv``) as a CUDA graph at the core's batch size, per frame
         shape and dtype (made on first use, or by ``warm``). The graphs share one memory pool: each replay's outputs
         are cloned before the next replays."""
-        from studio.pipeline.graphs import Graphed
+        from studio.pipeline.graphs import Graphed, graphed
 
         key = (tuple(frames.shape[1:]), frames.dtype, want_yuv)
         g = self._post_graphs.get(key)
@@ -585,8 +589,16 @@ class Core:
             if len(self._post_graphs) >= 4:
                 self._post_graphs.clear()
             example = frames[:1].repeat(self.s.batch_frames, *([1] * (frames.dim() - 1)))
-            fn = (lambda x: self._finish(x, True)) if want_yuv else (lambda x: self._finish(x, False)[0])
-            g = Graphed(fn, (example,), self._graph_stream, pool=self._graph_pool, thread_local=True)
+            if want_yuv:  # the colour conversion's passes over the whole picture fused by TorchInductor
+                from studio.encode.colour import rgb_to_i420
+
+                conv = torch.compile(rgb_to_i420, dynamic=False)
+                g = graphed(lambda x: self._finish(x, True), (example,), self._graph_stream, compile=True,
+                            compiled_fn=lambda x: self._finish(x, True, conv), pool=self._graph_pool,
+                            thread_local=True, name="the colour conversion")
+            else:
+                g = Graphed(lambda x: self._finish(x, False)[0], (example,), self._graph_stream,
+                            pool=self._graph_pool, thread_local=True)
             self._post_graphs[key] = g
         return g
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 class Graphed:
@@ -30,6 +33,7 @@ class Graphed:
             out = fn(*self.static_in)
         self.static_out = out if isinstance(out, tuple) else (out,)
         self.single = not isinstance(out, tuple)
+        self.compiled = False  # made by TorchInductor (``graphed``)
 
     @torch.inference_mode()  # the static buffers are inference tensors (captured under inference mode)
     def __call__(self, *inputs: torch.Tensor):
@@ -47,3 +51,24 @@ class Graphed:
         res = tuple(torch.cat([o[j] for o in outs]) if len(outs) > 1 else outs[0][j]
                     for j in range(len(self.static_out)))
         return res[0] if self.single else res
+
+
+def graphed(fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda.Stream, *, compile: bool = False,
+            compiled_fn: Callable | None = None, pool=None, thread_local: bool = False, name: str = "") -> Graphed:
+    """``Graphed(fn)``, or with ``compile`` a CUDA graph of ``fn`` compiled by TorchInductor for these shapes (its
+    kernels fused: the built-in renderer 0.24 -> 0.15 ms a 1080p frame and the Wan 1.3B DiT 1.74 -> 0.89 s a window on
+    an H100, results/gpu/s16). Where inductor cannot compile (no Triton, an unsupported operation) the eager ``fn`` is
+    graphed instead and ``compiled`` says so. ``compiled_fn``: the compiled form to graph where only part of ``fn`` is
+    compiled (default: all of it)."""
+    if compile:
+        try:
+            g = Graphed(compiled_fn or torch.compile(fn, dynamic=False), examples, stream, pool=pool, thread_local=thread_local)
+            g.compiled = True
+            return g
+        except Exception as exc:  # the boundary to dynamo / inductor / triton: fall back to the eager graph
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            log.warning("TorchInductor could not compile %s (%s): its CUDA graph replays the eager code", name or fn,
+                        first)
+    g = Graphed(fn, examples, stream, pool=pool, thread_local=thread_local)
+    g.compiled = False
+    return g

@@ -39,6 +39,8 @@ class Upscaler(PostProcessor):
         self.route = route
         self._span = None
         self.note = ""
+        self._graphs: dict = {}  # input shape -> Graphed SPAN (CUDA_GRAPHS)
+        self._stream = None
 
     def open(self, fmt: ProgramFormat, device: str) -> None:
         super().open(fmt, device)
@@ -47,7 +49,8 @@ class Upscaler(PostProcessor):
             from studio.errors import ModelLoadError
 
             try:
-                self._span = LearnedUpscaler(device, half=str(device).startswith("cuda"))
+                cuda = str(device).startswith("cuda")
+                self._span = LearnedUpscaler(device, half=cuda, channels_last=cuda)
             except ModelLoadError as exc:
                 self.note = f"SPAN unavailable ({exc}); bicubic instead"
                 log.warning("%s", self.note)
@@ -64,10 +67,35 @@ class Upscaler(PostProcessor):
             if frames.shape[-1] > q:
                 x = F.interpolate(frames.clamp(0, 255), size=(q, q), mode="bicubic", align_corners=False,
                                   antialias=True)
-            x = self._span(x.clamp(0, 255))
+            x = self._span_call(x.clamp(0, 255), chunk)
         if x.shape[-1] != s:
             x = F.interpolate(x, size=(s, s), mode="bicubic", align_corners=False, antialias=x.shape[-1] > s)
         return x
+
+
+    def _span_call(self, x: torch.Tensor, chunk: Chunk | None) -> torch.Tensor:
+        """SPAN, replayed as a CUDA graph (batch ``GRAPH_BATCH``) when the chunk runs with CUDA graphs."""
+        if not (_graphs_on(chunk) and x.is_cuda):
+            return self._span(x)
+        key = tuple(x.shape[1:])
+        g = self._graphs.get(key)
+        if g is None:
+            from studio.pipeline.graphs import Graphed
+
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(x.device)
+            example = x[:1].repeat(GRAPH_BATCH, 1, 1, 1)
+            g = self._graphs[key] = Graphed(self._span, (example,), self._stream, thread_local=True)
+        return g(x)
+
+
+GRAPH_BATCH = 8  # frames per replay of the post stage's graphed networks (SPAN, RIFE): bounds their memory
+
+
+def _graphs_on(chunk: Chunk | None) -> bool:
+    from studio.pipeline.settings import Optimization
+
+    return chunk is not None and Optimization.CUDA_GRAPHS in chunk.optimizations
 
 
 class FlowFill:
@@ -84,9 +112,27 @@ class FlowFill:
         self.batch = batch  # in-betweens per RIFE call (bounds the memory at large sizes)
         self._last: torch.Tensor | None = None
         self.frames_interpolated = 0
+        self._graphs: dict = {}  # frame shape -> Graphed RIFE at ``batch`` pairs (CUDA_GRAPHS)
+        self._stream = None
+
+    def _between(self, a: torch.Tensor, b: torch.Tensor, t: torch.Tensor, graphs: bool) -> torch.Tensor:
+        if not (graphs and a.is_cuda):
+            return self.rife.between(a, b, t)
+        key = (tuple(a.shape[1:]), a.dtype)
+        g = self._graphs.get(key)
+        if g is None:
+            from studio.pipeline.graphs import Graphed
+
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(a.device)
+            ex = (a[:1].repeat(self.batch, 1, 1, 1), b[:1].repeat(self.batch, 1, 1, 1),
+                  torch.full((self.batch,), 0.5, device=a.device))
+            g = self._graphs[key] = Graphed(self.rife.between, ex, self._stream, thread_local=True)
+        return g(a, b, t.to(a.device))
 
     @torch.inference_mode()
-    def fill(self, keys: torch.Tensor, key_mask: np.ndarray, restart: bool) -> torch.Tensor:
+    def fill(self, keys: torch.Tensor, key_mask: np.ndarray, restart: bool, graphs: bool = False) -> torch.Tensor:
+        """``graphs``: RIFE replayed as a CUDA graph (the chunk runs with CUDA_GRAPHS)."""
         if restart:
             self._last = None
         t = len(key_mask)
@@ -100,7 +146,7 @@ class FlowFill:
             a = torch.cat([self._last if k0 < 0 else out[k0:k0 + 1] for k0, _, _ in part])
             b = torch.cat([out[k1:k1 + 1] for _, k1, _ in part])
             t = torch.tensor([(i - k0) / (k1 - k0) for k0, k1, i in part], dtype=torch.float32)
-            out[[i for _, _, i in part]] = self.rife.between(a, b, t).to(out.dtype)
+            out[[i for _, _, i in part]] = self._between(a, b, t, graphs).to(out.dtype)
             self.frames_interpolated += len(part)
         if not key_mask[0] and self._last is None:  # nothing to interpolate from: hold the first keyframe
             first = int(key_idx[0])
