@@ -131,10 +131,24 @@ def test_bench_on_cuda_reports_gpu_time_for_every_configuration(tmp_path: Path):
     assert r["floor"]["total"]["measured_ms_per_frame"] > 0
 
 
+def _assert_planes_match(got: torch.Tensor, want: torch.Tensor, compiled: bool, where) -> None:
+    """The I420 planes of the graphed post stage against the eager ones: the same bytes when the conversion is
+    replayed eagerly; compiled by TorchInductor, a sample may land one level away (Inductor contracts the
+    conversion's multiply-adds into FMAs, one rounding instead of two, and sums the 2 x 2 chroma means in another
+    order, so a value within a float32 ulp of a level boundary truncates to its neighbour), and only a few do."""
+    if not compiled:
+        assert torch.equal(got, want), where
+        return
+    diff = (got.to(torch.int16) - want.to(torch.int16)).abs()
+    assert int(diff.max()) <= 1, (where, int(diff.max()))
+    assert float((diff > 0).float().mean()) < 1e-3, (where, float((diff > 0).float().mean()))
+
+
 @pytest.mark.parametrize("layout", [Layout.CANVAS, Layout.SQUARE])
 def test_the_graphed_post_stage_gives_the_eager_pictures_and_planes(default_anchor, layout):
     """The canvas and the colour conversion replayed as one CUDA graph (CUDA_GRAPHS) across titles, chunks smaller and
-    larger than the graph's batch, with and without the I420 planes: the same bytes as the eager stage."""
+    larger than the graph's batch, with and without the I420 planes: the eager stage's pictures, and its planes
+    (``_assert_planes_match``)."""
     from studio.pipeline.factory import make_core
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.sources import ProgramSource
@@ -157,6 +171,6 @@ def test_the_graphed_post_stage_gives_the_eager_pictures_and_planes(default_anch
                 pic, yuv = got if want_yuv else (got, None)
                 assert torch.equal(pic, eager_pic), (title, n, want_yuv)
                 if want_yuv:
-                    assert torch.equal(yuv, eager_yuv), (title, n)
+                    _assert_planes_match(yuv, eager_yuv, core._post_graph(frames, True).compiled, (title, n))
     finally:
         core.pool.close()
