@@ -193,9 +193,10 @@ def _cold_audio_cache() -> None:
 
 
 def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozenset[Optimization], tmp: Path,
-               keep_core: bool = False):
+               keep_core: bool = False, forms: dict | None = None):
     """One run of the core over the program; returns its CoreReport and the motion source's stats (and the core,
-    its generators still open, with ``keep_core``: the caller closes ``core.pool``)."""
+    its generators still open, with ``keep_core``: the caller closes ``core.pool``). ``forms``: generator forms
+    kept between runs (``make_core``)."""
     from studio.pipeline.factory import make_core
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.sources import ProgramSource
@@ -211,7 +212,7 @@ def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozens
 
         out = RecorderOutput(tmp / "bench.mp4", fragmented=False, block=True, settings=EncodeSettings(preset="ultrafast"))
     motion = ProgramMotion(seed=0)
-    core = make_core(ProgramSource(_items(program)), motion, s, anchor, [out], on_air=False)
+    core = make_core(ProgramSource(_items(program)), motion, s, anchor, [out], on_air=False, forms=forms)
     core.warm()
     try:
         report = core.run()

@@ -6,8 +6,10 @@ Per engine, on the bench's program (the default rundown with the station ident b
 - optimized: every optimization that applies on this device (the HUD's pills);
 - all but one, for each optimization that is on: what that one saves in company, (without - optimized) / plain;
 - best: the optimized set less every flag the engine ran faster without (one more run), the figure it is ranked by;
-- the GPU time per output frame (CUDA events around generation and post-processing), the GPU memory peak, the audio
-  cache's hit rate on the program and the encoder milliseconds one hit saves (measured cost of an encoder call).
+- the GPU time per output frame (CUDA events around generation and post-processing), the GPU memory peak (each form
+  of the engine is built once for the row and kept for its later runs, so the peak holds every form opened so far),
+  the audio cache's hit rate on the program and the encoder milliseconds one hit saves (measured cost of an encoder
+  call).
 Engines without installed weights run as timing twins (the same modules and shapes with seeded random weights) and
 say so in every row; an engine too heavy for this device is listed with the reason instead of a time. JSON + PNG; the
 studio's leaderboard panel reads the JSON.
@@ -192,6 +194,7 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
     whole windows (one batch size: a DiT's 81 frames) runs programs of whole windows instead of ``program``: one
     window of output frames, or of keyframes (window x key stride output frames) where keyframes are on."""
     from studio.bench.harness import cut_program, run_config
+    from studio.pipeline.core import close_forms
     from studio.pipeline.factory import default_optimizations
     from studio.pipeline.roles import GENERATORS
     from studio.pipeline.settings import Optimization as O
@@ -200,6 +203,9 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
     opts = default_optimizations(all_opts, b.engine)
     runs: dict = {"opts": opts}
     window = gen.info.batch_sizes[0] if len(gen.info.batch_sizes) == 1 else 0
+    # each form of the engine is built (and compiled) once for all the row's runs: a DiT's compile takes minutes,
+    # and one copy of a form at a time is what a 14 B DiT leaves room for
+    forms: dict = {}
 
     def program_for(flags):
         if not window or full is None:
@@ -208,21 +214,32 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
         return cut_program(full, frames / b.fps)
 
     def one(flags):
-        rep, _, core = run_config(anchor, program_for(flags), b, flags, tmp, keep_core=True)
+        rep, _, core = run_config(anchor, program_for(flags), b, flags, tmp, keep_core=True, forms=forms)
         feats = core.features.stats() if core.features is not None else None
         g = next(iter(core.pool.forms().values()))  # a form the run opened (never open another just to ask)
         runs["twin"], runs["precision"] = g.twin, g.settings.precision
         core.pool.close()
         del core, g
-        _release(cuda)  # the next run builds the engine again: never two copies of a 14 B DiT at once
+        _release(cuda)
         return rep, None, feats
 
     info = gen.info
     if info.name != "builtin" and not info.pyramidal_px:
         opts = opts - {O.PYRAMIDAL}  # one native size: nothing smaller to generate
     runs["opts"] = opts
-    run_config(anchor, warm, b, opts, tmp)
-    _release(cuda)
+    try:
+        return _runs(runs, one, anchor, warm, b, opts, tmp, forms, minus_one, with_plain)
+    finally:
+        close_forms(forms)
+        del gen
+        _release(cuda)
+
+
+def _runs(runs, one, anchor, warm, b, opts, tmp, forms, minus_one: bool, with_plain: bool) -> dict:
+    from studio.bench.harness import run_config
+    from studio.pipeline.settings import Optimization as O
+
+    run_config(anchor, warm, b, opts, tmp, forms=forms)
     runs["plain"] = [one(frozenset())] if with_plain else []
     runs["optimized"] = [one(opts), one(opts)]
     # what each flag saves this engine; the KV cache and GPU encode act outside the engine (the motion model, the
@@ -240,7 +257,6 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
     if hurt:
         runs["best"] = [one(opts - hurt)]
         runs["best_opts"] = opts - hurt
-    del gen
     return runs
 
 

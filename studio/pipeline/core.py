@@ -78,10 +78,14 @@ def compiled_engine_note(engine: str, device: str) -> str:
 
 class GeneratorPool:
     """The generator in each form the core may ask for: plain or pyramidal, eager or graphed. Made on first use and
-    kept; all share the anchor and the device."""
+    kept; all share the anchor and the device. ``shared`` (the leaderboard's runs of one engine): forms are kept in
+    that dict instead, keyed by everything they were opened with, so that the next pool of the same engine reuses
+    them (no second model build or compile); they outlive this pool, and whoever made the dict closes them
+    (``close_forms``)."""
 
     def __init__(self, engine: str, anchor, settings: CoreSettings, presenter_px: int,
-                 weights_dir=None, on_open: Callable[[Generator, tuple[bool, bool]], None] | None = None) -> None:
+                 weights_dir=None, on_open: Callable[[Generator, tuple[bool, bool]], None] | None = None,
+                 shared: dict | None = None) -> None:
         from studio.pipeline.roles import GENERATORS
 
         self.engine = engine
@@ -91,16 +95,19 @@ class GeneratorPool:
         self.weights_dir = weights_dir
         self._factory = GENERATORS.get(engine)
         self._gens: dict[tuple[bool, bool], Generator] = {}
+        self._shared = shared
         self.engine_notes: list[str] = []  # which compiled engines the forms run (or why eager), for the studio
         self.compiled_installed: bool | None = None  # CPU: whether a compiled engine runs (None: not tried yet)
         self._lock = threading.Lock()
         self._on_open = on_open
-        self.info = self.get(False, False).info
+        probe = self._factory()  # its class facts only: opening a form builds the model
+        self.info = probe.info
+        self._pastes_face = bool(getattr(probe, "pastes_face", False))
 
     def size_for(self, pyramidal: bool) -> int:
         """The size a generator form renders at."""
-        info = getattr(self, "info", None)
-        if info is None or info.name == "builtin" or getattr(self, "_pastes_face", False):
+        info = self.info
+        if info.name == "builtin" or self._pastes_face:
             # the built-in's pyramidal route is its low-resolution warp field; a face-pasting engine (Wav2Lip,
             # MuseTalk) makes its crop at its own size and pastes it into a frame of any size
             return self.presenter_px
@@ -115,33 +122,38 @@ class GeneratorPool:
             gen = self._gens.get(key)
             if gen is not None:
                 return gen
-            gen = self._factory()
-            if gen.info.name == "builtin":  # the built-in's pyramidal form is its low-resolution warp field
-                gen = self._factory(field_divisor=self.s.field_divisor if pyramidal else 4,
-                                    max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
-            self._pastes_face = bool(getattr(gen, "pastes_face", False))
-            size = self.size_for(pyramidal) if hasattr(self, "info") else (
-                self.presenter_px if gen.info.name == "builtin" or self._pastes_face else 0)
-            if not size:  # first generator of a heavy engine: its info decides the size
-                size = gen.info.pyramidal_px if pyramidal and gen.info.pyramidal_px else (
-                    self.s.native_px or gen.info.native_px or self.presenter_px)
-            sizes = gen.info.batch_sizes  # a DiT generates whole windows: its one batch size is the window
+            size = self.size_for(pyramidal)
+            sizes = self.info.batch_sizes  # a DiT generates whole windows: its one batch size is the window
             batch = sizes[0] if len(sizes) == 1 else self.s.batch_frames
             precision = self.s.precision
             if precision == "auto":  # tensor-core precision for the neural engines on a GPU (fp32 ran 14x slower)
-                precision = "bf16" if self.s.device.startswith("cuda") and gen.info.name != "builtin" else "fp32"
+                precision = "bf16" if self.s.device.startswith("cuda") and self.info.name != "builtin" else "fp32"
             cuda = self.s.device.startswith("cuda")
-            gen.open(self.anchor, GeneratorSettings(
-                device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
-                weights_dir=self.weights_dir, cuda_graphs=graphs and cuda, seed=self.s.seed))
-            if graphs and not cuda:  # on the CPU: the cached compiled engine
-                from studio.compile.jobs import install_cached
+            field_divisor = self.s.field_divisor if pyramidal else 4
+            skey = (self.engine, key, size, precision, batch, self.s.device, self.s.seed, str(self.weights_dir),
+                    field_divisor, self.s.max_interp_error_px_at_512)
+            gen = self._shared.get(skey) if self._shared is not None else None
+            if gen is None:
+                gen = self._factory()
+                if gen.info.name == "builtin":  # the built-in's pyramidal form is its low-resolution warp field
+                    gen = self._factory(field_divisor=field_divisor,
+                                        max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
+                gen.open(self.anchor, GeneratorSettings(
+                    device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
+                    weights_dir=self.weights_dir, cuda_graphs=graphs and cuda, seed=self.s.seed))
+                if graphs and not cuda:  # on the CPU: the cached compiled engine
+                    from studio.compile.jobs import install_cached
 
-                installed = install_cached(self.engine, gen, precision, batch)
-                for inst in installed:
-                    log.info("%s", inst.message)
-                    self.engine_notes.append(inst.message)
-                self.compiled_installed = any(inst.engine for inst in installed)
+                    installed = install_cached(self.engine, gen, precision, batch)
+                    for inst in installed:
+                        log.info("%s", inst.message)
+                    gen.install_notes = [inst.message for inst in installed]
+                    gen.installed_engines = any(inst.engine for inst in installed)
+                if self._shared is not None:
+                    self._shared[skey] = gen
+            if graphs and not cuda:
+                self.engine_notes.extend(getattr(gen, "install_notes", []))
+                self.compiled_installed = getattr(gen, "installed_engines", False)
             if self._on_open is not None:
                 self._on_open(gen, key)
             self._gens[key] = gen
@@ -153,9 +165,17 @@ class GeneratorPool:
 
     def close(self) -> None:
         with self._lock:
-            for g in self._gens.values():
-                g.close()
+            if self._shared is None:
+                for g in self._gens.values():
+                    g.close()
             self._gens.clear()
+
+
+def close_forms(shared: dict) -> None:
+    """Close the generator forms ``GeneratorPool`` kept in ``shared``."""
+    for g in shared.values():
+        g.close()
+    shared.clear()
 
 
 # -- the report -----------------------------------------------------------------------------------------------------------

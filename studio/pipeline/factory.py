@@ -85,10 +85,11 @@ def parse_optimizations(text: str | None, device: str, engine: str = "builtin") 
 
 def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anchor, outputs: list[Output],
               bus: TelemetryBus | None = None, weights_dir: Path | None = None, on_air: bool = True,
-              canvas_style=None, bus_source: str = "core") -> Core:
+              canvas_style=None, bus_source: str = "core", forms: dict | None = None) -> Core:
     """The core for ``source`` -> ``motion`` -> the engine ``settings.engine`` -> ``outputs``.
 
-    ``on_air`` False (the bench) lets a timing twin run; on air a twin is refused with the reason."""
+    ``on_air`` False (the bench) lets a timing twin run; on air a twin is refused with the reason. ``forms``: the
+    generator forms shared between cores (``GeneratorPool``'s ``shared``)."""
     cpu = not settings.device.startswith("cuda")
     if cpu and Optimization.GPU_ENCODE in settings.optimizations:
         raise InputError(f"gpu_encode needs a CUDA GPU: leave it out on the {settings.device}.")
@@ -97,8 +98,9 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
         if why:
             raise InputError(f"cuda_graphs needs a CUDA GPU, or on the {settings.device} a compiled engine, and there "
                              f"is {why}.")
-    pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir)
-    gen = pool.get(False, False)
+    pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir, shared=forms)
+    # the form these flags run (a 14 B DiT's plain form beside it would not fit the GPU)
+    gen = pool.get(Optimization.PYRAMIDAL in settings.optimizations, Optimization.CUDA_GRAPHS in settings.optimizations)
     if on_air and gen.twin:
         pool.close()
         raise InputError(f"{gen.info.label} is only a timing twin here (its weights are not installed), and a twin is "

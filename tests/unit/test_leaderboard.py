@@ -1,10 +1,10 @@
-"""The leaderboard's runs of one engine: each run's engine is gone before the next run builds its own (a 14 B DiT
-twin is 37 GB: two at once do not fit an 80 GB GPU)."""
+"""The leaderboard's runs of one engine: each form of the engine (plain, pyramidal, graphed) is built once for the
+row and shared by its runs (a DiT's compile takes minutes; a 14 B DiT twin is 37 GB, and two copies of a form do not
+fit an 80 GB GPU), and every form is closed when the row ends."""
 
 from __future__ import annotations
 
 import json
-import weakref
 
 import numpy as np
 import pytest
@@ -14,18 +14,21 @@ ENGINE = "test-leaderboard-release"
 
 @pytest.fixture()
 def probe(monkeypatch):
-    """Registers ``ENGINE`` (the built-in engine) and notes, at each open, which earlier runs' engines are alive."""
+    """Registers ``ENGINE`` (the built-in engine) and notes each open (the run and the form's settings) and close."""
     from studio.bench import harness
     from studio.generators.builtin import BuiltinGenerator
     from studio.pipeline.roles import GENERATORS
 
-    state = {"run": 0, "opened": [], "stale": []}  # opened: (run, weakref)
+    state = {"run": 0, "opened": [], "closed": 0}
 
     class Probe(BuiltinGenerator):
         def open(self, anchor, settings):
-            state["stale"] += [run for run, ref in state["opened"] if run != state["run"] and ref() is not None]
-            state["opened"].append((state["run"], weakref.ref(self)))
+            state["opened"].append((state["run"], (settings.size_px, settings.cuda_graphs, self.field_divisor)))
             super().open(anchor, settings)
+
+        def close(self):
+            state["closed"] += 1
+            super().close()
 
     real = harness.run_config
 
@@ -40,7 +43,7 @@ def probe(monkeypatch):
     GENERATORS._factories.pop(ENGINE, None)
 
 
-def test_each_run_releases_its_engine_before_the_next_opens_one(probe, default_anchor, tmp_path):
+def test_a_row_builds_each_form_once_and_closes_them_at_its_end(probe, default_anchor, tmp_path):
     from studio.bench.harness import BenchItem, BenchSettings
     from studio.bench.leaderboard import _measure
 
@@ -51,8 +54,12 @@ def test_each_run_releases_its_engine_before_the_next_opens_one(probe, default_a
                     minus_one=False)
     assert len(runs["plain"]) == 1 and len(runs["optimized"]) == 2  # a third brackets all-but-one runs only
     assert all(r[1] is None for r in runs["plain"] + runs["optimized"])  # no run keeps its core
-    assert probe["run"] == 4 and {run for run, _ in probe["opened"]} == {1, 2, 3, 4}  # warm-up, plain, optimized x2
-    assert probe["stale"] == []  # no earlier run's engine was alive when a later run opened one
+    assert probe["run"] == 4  # warm-up, plain, optimized x2
+    # the warm-up opens the optimized (pyramidal) form, the plain run the plain one; the optimized runs reuse the first
+    assert [run for run, _ in probe["opened"]] == [1, 2]
+    forms = [form for _, form in probe["opened"]]
+    assert len(set(forms)) == len(forms) == 2 and forms[0][2] != forms[1][2]  # two field sizes, each built once
+    assert probe["closed"] == 2  # both closed when the row ended
 
 
 def _fake_runs(monkeypatch, base_ms: dict[str, float] | None = None) -> list:
@@ -65,7 +72,7 @@ def _fake_runs(monkeypatch, base_ms: dict[str, float] | None = None) -> list:
 
     calls = []
 
-    def fake_run_config(anchor, program, b, flags, tmp, keep_core=False):
+    def fake_run_config(anchor, program, b, flags, tmp, keep_core=False, forms=None):
         calls.append(frozenset(flags))
         ms = (base_ms or {}).get(b.engine, 10.0) - 2.0 * (O.PYRAMIDAL in flags) + 3.0 * (O.ASYNC_PIPELINE in flags)
         rep = SimpleNamespace(ms_per_frame=ms, frames_produced=25, frames_full=25, frames_interpolated=0,
