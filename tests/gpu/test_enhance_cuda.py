@@ -58,3 +58,20 @@ def test_rife_and_span_run_in_half_precision():
     assert mid.shape == a.shape and float((mid - a).abs().mean()) < 3.0  # identical smooth inputs: the same frame back
     up = LearnedUpscaler("cuda", half=True)(a[:, :, :32, :32])
     assert up.shape == (1, 3, 128, 128)
+
+
+def test_the_post_stages_span_keeps_the_portrait_within_45_db_of_fp32(default_anchor):
+    """The upscaler in the form the core's post stage runs it on this GPU (reduced precision, NHWC) against SPAN in
+    fp32 on the portrait's face, 270 -> 1080."""
+    import torch.nn.functional as F
+
+    from studio.enhance.quality import psnr
+    from studio.enhance.upscale import LearnedUpscaler
+    from studio.pipeline.post import span_for
+
+    face = torch.as_tensor(np.asarray(default_anchor.image), dtype=torch.float32, device="cuda").permute(2, 0, 1)[None]
+    small = F.interpolate(face, size=(270, 270), mode="area")
+    span = span_for("cuda")
+    got, ref = span(small), LearnedUpscaler("cuda")(small)
+    assert span.dtype in (torch.bfloat16, torch.float16) and got.shape == ref.shape == (1, 3, 1080, 1080)
+    assert psnr(got, ref) > 45.0
