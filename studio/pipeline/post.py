@@ -332,7 +332,7 @@ class Canvas(PostProcessor):
         out = torch.empty((n, *static.shape), dtype=torch.uint8, device=frames.device)
         out.copy_(static.unsqueeze(0).expand_as(out))
         region = out[:, y0:y0 + p, x0:x0 + p]
-        region.copy_(frames.clamp(0, 255).permute(0, 2, 3, 1))  # frames carry +0.5: truncation rounds
+        region.copy_(frames.clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1))  # frames carry +0.5: truncation rounds
         r = self._ring
         for sl in ((slice(None), slice(0, r)), (slice(None), slice(p - r, p)),  # soft edges of the box only
                    (slice(0, r), slice(r, p - r)), (slice(p - r, p), slice(r, p - r))):
