@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QGridLayout, QWidget
 from studio.pipeline.telemetry import TelemetrySample
 
 HISTORY_S = 60.0
-POINTS = 120  # one point every ~0.5 s: a minute
+POINTS = 60  # one point every ~1 s (the window's CHARTS_EVERY_TICKS): a minute
 COLORS = ("#3d8bfd", "#2fbf71", "#f2a541", "#e5383b", "#b48ead")
 
 

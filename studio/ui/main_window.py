@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 
 TICK_MS = 16  # the one timer: frames, meters, telemetry (STYLE rule 5)
 TELEMETRY_EVERY_TICKS = 6  # ~100 ms
-CHARTS_EVERY_TICKS = 30  # ~500 ms between the charts' data points
-CHART_DRAW_EVERY_TICKS = 4  # one plot redrawn every 4th tick: seven in 28 ticks, before the next point
+CHARTS_EVERY_TICKS = 60  # ~1 s between the charts' data points
+CHART_DRAW_EVERY_TICKS = 8  # one plot redrawn every 8th tick: seven in 56 ticks, before the next point
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 APP_TITLE = "NewsStudio"
 FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized

@@ -6,6 +6,7 @@ one timer (``show_frame``); this widget never talks to the runtime.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from PySide6.QtCore import QRectF, Qt, Signal
@@ -213,9 +214,12 @@ class PreviewPanel(QWidget):
 
 
 class LevelMeter(QWidget):
-    """Horizontal dBFS meter (-60..0) with a peak hold; ``set_level`` is called from the window's timer."""
+    """Horizontal dBFS meter (-60..0) with a peak hold; ``set_level`` is called from the window's timer. It repaints
+    only when its bar or peak moves by a pixel, and at most ``MAX_PAINTS_PER_S`` times a second: each paint runs
+    Python on the GUI thread, which takes the GIL from the pipeline's threads."""
 
     FLOOR_DBFS = -60.0
+    MAX_PAINTS_PER_S = 30.0
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -225,7 +229,18 @@ class LevelMeter(QWidget):
         self._shown = self.FLOOR_DBFS
         self._peak = self.FLOOR_DBFS
         self._peak_age = 0
-        self.enabled_input = True
+        self._enabled_input = True
+        self._drawn: tuple[int, int, bool] | None = None  # what the last paint showed: bar and peak pixels, input on
+        self._painted_at = -math.inf
+
+    @property
+    def enabled_input(self) -> bool:
+        return self._enabled_input
+
+    @enabled_input.setter
+    def enabled_input(self, on: bool) -> None:
+        self._enabled_input = bool(on)
+        self._repaint_if_moved(force=True)
 
     def set_level(self, dbfs: float) -> None:
         self.level_dbfs = dbfs
@@ -237,7 +252,19 @@ class LevelMeter(QWidget):
             self._peak_age += 1
             if self._peak_age > 60:
                 self._peak = max(self.FLOOR_DBFS, self._peak - 1.0)
-        self.update()
+        self._repaint_if_moved()
+
+    def _repaint_if_moved(self, force: bool = False) -> None:
+        w = max(1, self.width())
+        drawn = (int(self._x(self._shown, w)), int(self._x(self._peak, w)), self._enabled_input)
+        now = time.monotonic()
+        if drawn != self._drawn and (force or now - self._painted_at >= 1.0 / self.MAX_PAINTS_PER_S):
+            self._drawn, self._painted_at = drawn, now
+            self.update()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt)
+        self._drawn = None  # a new width: every position moves
+        super().resizeEvent(event)
 
     def _x(self, dbfs: float, width: float) -> float:
         return (dbfs - self.FLOOR_DBFS) / -self.FLOOR_DBFS * width
@@ -246,7 +273,7 @@ class LevelMeter(QWidget):
         p = QPainter(self)
         r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
         p.fillRect(r, QColor("#0b0e12"))
-        if self.enabled_input:
+        if self._enabled_input:
             w = r.width()
             for lo, hi, colour in ((-60, -18, theme.READY), (-18, -6, theme.WARN), (-6, 0, theme.ON_AIR)):
                 x0, x1 = self._x(lo, w), self._x(min(hi, self._shown), w)
