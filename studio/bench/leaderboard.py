@@ -17,6 +17,7 @@ studio's leaderboard panel reads the JSON.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -194,18 +195,16 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
     whole windows (one batch size: a DiT's 81 frames) runs programs of whole windows instead of ``program``: one
     window of output frames, or of keyframes (window x key stride output frames) where keyframes are on."""
     from studio.bench.harness import cut_program, run_config
-    from studio.pipeline.core import close_forms
     from studio.pipeline.factory import default_optimizations
     from studio.pipeline.roles import GENERATORS
     from studio.pipeline.settings import Optimization as O
 
-    gen = GENERATORS.create(b.engine)
+    info = GENERATORS.create(b.engine).info  # an unopened instance: its facts, no model
     opts = default_optimizations(all_opts, b.engine)
+    if info.name != "builtin" and not info.pyramidal_px:
+        opts = opts - {O.PYRAMIDAL}  # one native size: nothing smaller to generate
     runs: dict = {"opts": opts}
-    window = gen.info.batch_sizes[0] if len(gen.info.batch_sizes) == 1 else 0
-    # each form of the engine is built (and compiled) once for all the row's runs: a DiT's compile takes minutes,
-    # and one copy of a form at a time is what a 14 B DiT leaves room for
-    forms: dict = {}
+    window = info.batch_sizes[0] if len(info.batch_sizes) == 1 else 0
 
     def program_for(flags):
         if not window or full is None:
@@ -213,51 +212,51 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
         frames = window * (b.key_stride if O.FRAME_INTERPOLATION in flags else 1)
         return cut_program(full, frames / b.fps)
 
-    def one(flags):
-        rep, _, core = run_config(anchor, program_for(flags), b, flags, tmp, keep_core=True, forms=forms)
-        feats = core.features.stats() if core.features is not None else None
-        g = next(iter(core.pool.forms().values()))  # a form the run opened (never open another just to ask)
-        runs["twin"], runs["precision"] = g.twin, g.settings.precision
-        core.pool.close()
-        del core, g
-        _release(cuda)
-        return rep, None, feats
+    with _row_forms(cuda) as forms:
+        def one(flags):
+            rep, _, core = run_config(anchor, program_for(flags), b, flags, tmp, keep_core=True, forms=forms)
+            feats = core.features.stats() if core.features is not None else None
+            g = next(iter(core.pool.forms().values()))  # a form the run opened (never open another just to ask)
+            runs["twin"], runs["precision"] = g.twin, g.settings.precision
+            core.pool.close()
+            del core, g
+            _release(cuda)
+            return rep, None, feats
 
-    info = gen.info
-    if info.name != "builtin" and not info.pyramidal_px:
-        opts = opts - {O.PYRAMIDAL}  # one native size: nothing smaller to generate
-    runs["opts"] = opts
+        run_config(anchor, warm, b, opts, tmp, forms=forms)
+        runs["plain"] = [one(frozenset())] if with_plain else []
+        runs["optimized"] = [one(opts), one(opts)]
+        # what each flag saves this engine; the KV cache and GPU encode act outside the engine (the motion model, the
+        # colour conversion) and are the same for every engine: the ablation bench measures them
+        for f in sorted(opts - {O.KV_CACHE, O.GPU_ENCODE}, key=lambda o: o.value) if minus_one else ():
+            runs[f"without_{f.value}"] = [one(opts - {f})]
+        # the flags that made this engine slower here (it ran faster without each), dropped: measured once more. A
+        # third optimized run after the all-but-one runs brackets them, so that a machine warming up (or slowing
+        # down) during the row does not pass for a flag's effect
+        if minus_one:
+            runs["optimized"].append(one(opts))
+        o_ms = statistics.median(r[0].ms_per_frame for r in runs["optimized"])
+        hurt = frozenset(f for f in opts if f"without_{f.value}" in runs
+                         and runs[f"without_{f.value}"][0][0].ms_per_frame < o_ms)
+        if hurt:
+            runs["best"] = [one(opts - hurt)]
+            runs["best_opts"] = opts - hurt
+    return runs
+
+
+@contextlib.contextmanager
+def _row_forms(cuda: bool):
+    """The generator forms of one leaderboard row (``make_core``'s ``forms``): each form of the engine is built (and
+    compiled) once for all the row's runs - a DiT's compile takes minutes, and one copy of a form at a time is what a
+    14 B DiT leaves room for - and all are closed when the row ends, however it ends."""
+    from studio.pipeline.core import close_forms
+
+    forms: dict = {}
     try:
-        return _runs(runs, one, anchor, warm, b, opts, tmp, forms, minus_one, with_plain)
+        yield forms
     finally:
         close_forms(forms)
-        del gen
         _release(cuda)
-
-
-def _runs(runs, one, anchor, warm, b, opts, tmp, forms, minus_one: bool, with_plain: bool) -> dict:
-    from studio.bench.harness import run_config
-    from studio.pipeline.settings import Optimization as O
-
-    run_config(anchor, warm, b, opts, tmp, forms=forms)
-    runs["plain"] = [one(frozenset())] if with_plain else []
-    runs["optimized"] = [one(opts), one(opts)]
-    # what each flag saves this engine; the KV cache and GPU encode act outside the engine (the motion model, the
-    # colour conversion) and are the same for every engine: the ablation bench measures them
-    for f in sorted(opts - {O.KV_CACHE, O.GPU_ENCODE}, key=lambda o: o.value) if minus_one else ():
-        runs[f"without_{f.value}"] = [one(opts - {f})]
-    # the flags that made this engine slower here (it ran faster without each), dropped: measured once more. A third
-    # optimized run after the all-but-one runs brackets them, so that a machine warming up (or slowing down) during
-    # the row does not pass for a flag's effect
-    if minus_one:
-        runs["optimized"].append(one(opts))
-    o_ms = statistics.median(r[0].ms_per_frame for r in runs["optimized"])
-    hurt = frozenset(f for f in opts if f"without_{f.value}" in runs
-                     and runs[f"without_{f.value}"][0][0].ms_per_frame < o_ms)
-    if hurt:
-        runs["best"] = [one(opts - hurt)]
-        runs["best_opts"] = opts - hurt
-    return runs
 
 
 def _earlier_rows(json_path: Path | None, machine: dict, output: str, entries) -> tuple[list[dict], list[str]]:

@@ -132,28 +132,17 @@ class GeneratorPool:
             field_divisor = self.s.field_divisor if pyramidal else 4
             skey = (self.engine, key, size, precision, batch, self.s.device, self.s.seed, str(self.weights_dir),
                     field_divisor, self.s.max_interp_error_px_at_512)
-            gen = self._shared.get(skey) if self._shared is not None else None
-            if gen is None:
-                gen = self._factory()
-                if gen.info.name == "builtin":  # the built-in's pyramidal form is its low-resolution warp field
-                    gen = self._factory(field_divisor=field_divisor,
-                                        max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
-                gen.open(self.anchor, GeneratorSettings(
-                    device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
-                    weights_dir=self.weights_dir, cuda_graphs=graphs and cuda, seed=self.s.seed))
-                if graphs and not cuda:  # on the CPU: the cached compiled engine
-                    from studio.compile.jobs import install_cached
-
-                    installed = install_cached(self.engine, gen, precision, batch)
-                    for inst in installed:
-                        log.info("%s", inst.message)
-                    gen.install_notes = [inst.message for inst in installed]
-                    gen.installed_engines = any(inst.engine for inst in installed)
+            entry = self._shared.get(skey) if self._shared is not None else None
+            if entry is None:
+                entry = self._open(size, precision, batch, field_divisor, graphs and cuda, graphs and not cuda)
                 if self._shared is not None:
-                    self._shared[skey] = gen
+                    self._shared[skey] = entry
+            gen, installed = entry
             if graphs and not cuda:
-                self.engine_notes.extend(getattr(gen, "install_notes", []))
-                self.compiled_installed = getattr(gen, "installed_engines", False)
+                for inst in installed:
+                    log.info("%s", inst.message)
+                    self.engine_notes.append(inst.message)
+                self.compiled_installed = any(inst.engine for inst in installed)
             if self._on_open is not None:
                 self._on_open(gen, key)
             self._gens[key] = gen
@@ -162,6 +151,24 @@ class GeneratorPool:
     def forms(self) -> dict[tuple[bool, bool], Generator]:
         with self._lock:
             return dict(self._gens)
+
+    def _open(self, size: int, precision: str, batch: int, field_divisor: int, cuda_graphs: bool,
+              compiled_cpu: bool) -> tuple[Generator, list]:
+        """A new generator form, opened; with ``compiled_cpu`` the cached compiled engine installed in it (and what
+        ``install_cached`` said)."""
+        if self.info.name == "builtin":  # the built-in's pyramidal form is its low-resolution warp field
+            gen = self._factory(field_divisor=field_divisor,
+                                max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
+        else:
+            gen = self._factory()
+        gen.open(self.anchor, GeneratorSettings(
+            device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
+            weights_dir=self.weights_dir, cuda_graphs=cuda_graphs, seed=self.s.seed))
+        if not compiled_cpu:
+            return gen, []
+        from studio.compile.jobs import install_cached
+
+        return gen, install_cached(self.engine, gen, precision, batch)
 
     def close(self) -> None:
         with self._lock:
@@ -173,7 +180,7 @@ class GeneratorPool:
 
 def close_forms(shared: dict) -> None:
     """Close the generator forms ``GeneratorPool`` kept in ``shared``."""
-    for g in shared.values():
+    for g, _ in shared.values():
         g.close()
     shared.clear()
 
