@@ -270,9 +270,9 @@ def measure_quality(anchor, b: BenchSettings) -> dict:
                                        "psnr_face_db": psnr(wf, ref, box), "ssim_face": ssim(wf, ref, box),
                                        "psnr_db": psnr(wf, ref)}}
     try:
-        from studio.enhance.upscale import LearnedUpscaler
+        from studio.pipeline.post import span_for
 
-        up = LearnedUpscaler(dev, half=dev.type == "cuda")
+        up = span_for(str(dev))  # the form the post stage runs
         small = Presenter(anchor, RenderSettings(size_px=b.size_px // up.scale, device=b.device))
         k = min(n, 4 if dev.type == "cpu" else n)
         lo = small.module(coeffs[:k].to(dev)).clamp(0, 255)
