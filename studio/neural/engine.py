@@ -24,6 +24,7 @@ does, while its visemes are the more accurate signal (metrics.json, experiments_
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -54,6 +55,9 @@ _SIL = int(Viseme.SIL)
 _PBM = int(Viseme.PBM)
 _PART = list(MOUTH_COEFFS).index(Coeff.LIP_PART)  # column in the engine's mouth coefficients
 # a frame's output depends on audio up to this many samples after its start (1520: its centre + the look-ahead)
+KV_PROBE_TOKENS = int(60 * FPS)  # the longest stream the live KV-cache probe times uncached (a minute of frames)
+KV_PROBE_PERIOD_S = 2.0  # at most one live KV-cache probe this often ...
+KV_PROBE_DUTY = 0.02  # ... and at most this share of the time spent in them
 FRAME_REACH = SAMPLES_PER_FRAME // 2 + int(round(LOOKAHEAD_MS / 1000 * SAMPLE_RATE_HZ))
 
 
@@ -188,15 +192,18 @@ class NeuralMotionEngine:
         return folder
 
     def session(self, stride_mel: float | None = None, fingerprints: bool = True, kv_cache: bool = True,
-                skip_silence: bool = False) -> "MotionSession":
+                skip_silence: bool = False, kv_probe: str = "") -> "MotionSession":
         """A new stream; ``stride_mel``: encoder window stride in 10 ms mel frames (default the fingerprint cache's
         13.33; the live microphone uses 4, one frame, so a frame waits for no more audio than its look-ahead).
         ``fingerprints=False`` keeps the stream out of the shared cache (a live voice rarely repeats a window
         exactly, and would push the rundown's phrases out). ``kv_cache=False``: no KV cache - every step runs the
         parallel form over every token of the stream so far (the plain pipeline's baseline: exact, but its cost grows
         with the stream). ``skip_silence``: where the VAD gate hears no speech the model does no work at all (the
-        mouth rests) and the stream starts afresh at the next speech (the silence sieve of the core)."""
-        return MotionSession(self, stride_mel, fingerprints, kv_cache, skip_silence)
+        mouth rests) and the stream starts afresh at the next speech (the silence sieve of the core).
+        ``kv_probe``: with the cache on, measure live what it saves (``MotionSession.kv_saved_ms``): "inline" times
+        the uncached step within ``push`` now and then, "external" only keeps its inputs for a caller's thread
+        (``probe_kv``), "" neither."""
+        return MotionSession(self, stride_mel, fingerprints, kv_cache, skip_silence, kv_probe)
 
     def motion(self, audio: np.ndarray) -> NeuralMotion:
         """Whole 16 kHz mono float32 recording -> 25 fps motion, ceil(N / 640) frames."""
@@ -212,9 +219,17 @@ class MotionSession:
     """One stream: feed audio as it comes, get frames as soon as their look-ahead has arrived."""
 
     def __init__(self, engine: NeuralMotionEngine, stride_mel: float | None = None, fingerprints: bool = True,
-                 kv_cache: bool = True, skip_silence: bool = False) -> None:
+                 kv_cache: bool = True, skip_silence: bool = False, kv_probe: str = "") -> None:
         self.engine = engine
         self.kv_cache = kv_cache
+        # the live KV-cache probe (``kv_probe``): the stream's last KV_PROBE_TOKENS step inputs and recent cached
+        # step times kept; (cached ms, uncached ms, tokens) of each probe
+        self._probe = kv_probe if kv_cache else ""
+        self._probe_hist: collections.deque = collections.deque(maxlen=KV_PROBE_TOKENS)
+        self._cached_ms: collections.deque[float] = collections.deque(maxlen=256)
+        self._probe_next = int(KV_PROBE_PERIOD_S * FPS)  # inline: the step of the next probe
+        self.kv_probes: collections.deque[tuple[float, float, int]] = collections.deque(maxlen=64)
+        self.kv_probe_count = 0
         self.skip_silence = skip_silence and engine.settings.vad_gate
         self.frames_skipped = 0  # silent frames on which the model did no work (skip_silence)
         self.step_ms_total = 0.0  # time inside the model's steps
@@ -288,6 +303,7 @@ class MotionSession:
                 self._prev = np.zeros(len(self._prev), np.float32)
                 self._state = self.engine.backend.initial_state(self.engine.settings.cache_dtype)
                 self._history.clear()
+                self._probe_hist.clear()
                 lg = np.full(16, -30.0, np.float32)
                 lg[_SIL] = 0.0
                 vis.append(_SIL)
@@ -302,8 +318,11 @@ class MotionSession:
                                                                   self._state)
             else:
                 y, logits = self._uncached_step(self._enc_buf[a:a + self._tok], self._prev)
-            self.step_ms_total += (time.perf_counter() - t0) * 1e3
+            step_ms = (time.perf_counter() - t0) * 1e3
+            self.step_ms_total += step_ms
             self.steps += 1
+            if self._probe:
+                self._keep_probe_input(self._enc_buf[a:a + self._tok], self._prev, step_ms)
             lg = np.asarray(logits, np.float32).reshape(-1)
             if silent:
                 self._prev = np.zeros(len(self._prev), np.float32)  # rest, and the model goes on from rest
@@ -327,6 +346,46 @@ class MotionSession:
         m = np.stack(mouth).astype(np.float32) if mouth else np.zeros((0, 5), np.float32)
         self.last_probs = np.stack(probs) if probs else np.zeros((0, 16), np.float32)
         return m, np.asarray(vis, np.int64)
+
+    def _keep_probe_input(self, enc: np.ndarray, prev: np.ndarray, cached_ms: float) -> None:
+        self._probe_hist.append((np.asarray(enc, np.float32).reshape(-1), np.asarray(prev, np.float32).reshape(-1)))
+        self._cached_ms.append(cached_ms)
+        if self._probe == "inline" and self.steps >= self._probe_next:  # on the stream's clock: offline too
+            ms = self.probe_kv(self.kv_probe_inputs())
+            self._probe_next = self.steps + int(FPS * max(KV_PROBE_PERIOD_S, ms / 1e3 / KV_PROBE_DUTY))
+
+    def kv_probe_inputs(self):
+        """A copy of what the uncached step would read now: (1 x N x 8C, 1 x N x 5 tensors, median cached step ms),
+        or None before the first step."""
+        if not self._probe_hist:
+            return None
+        feats = torch.from_numpy(np.stack([h[0] for h in self._probe_hist]))[None]
+        prevs = torch.from_numpy(np.stack([h[1] for h in self._probe_hist]))[None]
+        return feats, prevs, float(np.median(self._cached_ms))
+
+    def probe_kv(self, inputs) -> float:
+        """Time the uncached step on ``kv_probe_inputs()`` (from any thread), keep the pair, return its ms. Callers
+        probe every ``KV_PROBE_PERIOD_S``, or less often so that probes take at most ``KV_PROBE_DUTY`` of the time."""
+        if inputs is None:
+            return 0.0
+        feats, prevs, cached_ms = inputs
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            self.engine.model.motion(feats, prevs)
+        ms = (time.perf_counter() - t0) * 1e3
+        self.kv_probes.append((cached_ms, ms, feats.shape[1]))
+        self.kv_probe_count += 1
+        return ms
+
+    def kv_saved_ms(self) -> tuple[float, int]:
+        """(median uncached - median cached step ms over the probes, the probes' median token count); nan before
+        the first probe. Streams longer than KV_PROBE_TOKENS are timed over their last KV_PROBE_TOKENS tokens: the
+        uncached cost grows with the stream, so the figure is then a lower bound."""
+        probes = list(self.kv_probes)
+        if not probes:
+            return float("nan"), 0
+        c, u, n = (np.median([p[i] for p in probes]) for i in range(3))
+        return float(u - c), int(n)
 
     def _uncached_step(self, enc: np.ndarray, prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """No KV cache: the parallel form over every token of the stream so far; the last token's outputs."""

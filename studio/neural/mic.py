@@ -28,7 +28,8 @@ from studio.audio.mic_motion import MicMotionStats, SievedMicSource
 from studio.audio.recognizer import RecognizerStats
 from studio.audio.ringbuffer import AudioRing
 from studio.audio.settings import MicMotionSettings, SieveSettings
-from studio.neural.engine import FRAME_REACH, SAMPLES_PER_FRAME, NeuralMotionEngine, default_engine
+from studio.neural.engine import (FRAME_REACH, KV_PROBE_DUTY, KV_PROBE_PERIOD_S, SAMPLES_PER_FRAME, NeuralMotionEngine,
+                                  default_engine)
 from studio.presenter.coeffs import MOUTH_COEFFS
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ class NeuralMicMotionSource(SievedMicSource):
         self._model_ms: collections.deque[float] = collections.deque(maxlen=4096)  # model time per frame made
         self._lock = threading.RLock()  # the session and the frames: the worker, the clock and the UI's stats
         self._worker: threading.Thread | None = None
+        self._prober: threading.Thread | None = None
+        self._kv_probes: collections.deque[tuple[float, float, int]] = collections.deque(maxlen=64)
         self._stop = threading.Event()
         self.worker_error = ""  # what stopped the worker, if anything (frame() then does the work itself)
         self._restart(ring.total_written)
@@ -72,18 +75,43 @@ class NeuralMicMotionSource(SievedMicSource):
         self._worker = threading.Thread(target=_work, args=(weakref.ref(self), self._stop, period_s),
                                         name="neural-mic", daemon=True)
         self._worker.start()
+        self._prober = threading.Thread(target=_probe_kv, args=(weakref.ref(self), self._stop), name="kv-probe",
+                                        daemon=True)
+        self._prober.start()
 
     def stop_worker(self) -> None:
         if self._worker is None:
             return
         self._stop.set()
         self._worker.join(timeout=5)
-        self._worker = None
+        self._prober.join(timeout=5)
+        self._worker = self._prober = None
+
+    def probe_kv(self) -> float:
+        """Time the current stream's step without the KV cache once, beside its cached steps (the live measure of
+        what the KV_CACHE flag saves; ``kv_saved_ms``); returns the probe's ms (0: nothing to probe)."""
+        with self._lock:
+            s = self._session
+            inputs = s.kv_probe_inputs() if s.kv_cache else None
+        if inputs is None:
+            return 0.0
+        ms = s.probe_kv(inputs)  # outside the lock: the model's frames go on meanwhile
+        self._kv_probes.append(s.kv_probes[-1])
+        return ms
+
+    def kv_saved_ms(self) -> tuple[float, int]:
+        """(median uncached - median cached step ms of the recent probes, their median token count); nan, 0 before
+        the first (see ``MotionSession.kv_saved_ms``)."""
+        probes = list(self._kv_probes)
+        if not probes:
+            return float("nan"), 0
+        c, u, n = (np.median([p[i] for p in probes]) for i in range(3))
+        return float(u - c), int(n)
 
     def _restart(self, sample: int) -> None:
         self._cursor = self._start = self._model_cursor = int(sample)
         self._session = self.engine.session(stride_mel=_STRIDE_MEL, fingerprints=False, kv_cache=self.kv_cache,
-                                            skip_silence=self.skip_silence)
+                                            skip_silence=self.skip_silence, kv_probe="external")
         self._mouth: collections.deque[np.ndarray] = collections.deque(maxlen=_KEEP_FRAMES)
         self._first_kept = 0  # session frame index of self._mouth[0]
 
@@ -195,6 +223,21 @@ class NeuralMicMotionSource(SievedMicSource):
         return MicMotionStats(sieve=self.sieve.stats(), recognizer=rec, samples_processed=self._processed,
                               samples_sent_to_recognizer=self._processed,  # the model hears the silence too
                               samples_lost=self._lost, phones=self._frames, frames_missing=self._missing)
+
+
+def _probe_kv(ref: "weakref.ReferenceType[NeuralMicMotionSource]", stop: threading.Event) -> None:
+    wait = KV_PROBE_PERIOD_S
+    while not stop.wait(wait):
+        src = ref()
+        if src is None:
+            return
+        try:
+            ms = src.probe_kv()
+        except Exception:  # the probe only measures: the presenter goes on without it
+            log.exception("KV-cache probe stopped")
+            return
+        del src
+        wait = max(KV_PROBE_PERIOD_S, ms / 1e3 / KV_PROBE_DUTY)
 
 
 def _work(ref: "weakref.ReferenceType[NeuralMicMotionSource]", stop: threading.Event, period_s: float) -> None:

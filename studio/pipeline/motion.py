@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import time
@@ -17,6 +18,7 @@ import numpy as np
 
 from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine, MicMotionSettings
 from studio.errors import ModelLoadError
+from studio.neural.constants import FPS as MODEL_FPS
 from studio.pipeline.roles import MOTION_SOURCES, Chunk, MotionSource, ProgramFormat, Source
 from studio.pipeline.settings import Optimization
 from studio.presenter.coeffs import MOUTH_COEFFS, N_COEFFS
@@ -42,6 +44,7 @@ class ProgramMotion(MotionSource):
         self._model_ms = 0.0
         self._model_skipped = 0
         self._kv_bytes = math.nan
+        self._kv_probes: collections.deque = collections.deque(maxlen=64)  # the KV-cache probes of the tracks
         self._fp0 = (0, 0)  # the shared fingerprint cache's (hits, misses) when this source took the engine
 
     def open(self, fmt: ProgramFormat, source: Source) -> None:
@@ -79,7 +82,7 @@ class ProgramMotion(MotionSource):
         elif self.audio_engine is AudioEngine.NEURAL and self._neural_engine() is not None:
             session = self._neural.session(fingerprints=Optimization.AUDIO_CACHE in opts,
                                            kv_cache=Optimization.KV_CACHE in opts,
-                                           skip_silence=Optimization.SILENCE_SIEVE in opts)
+                                           skip_silence=Optimization.SILENCE_SIEVE in opts, kv_probe="inline")
             return _NeuralTrack(session, item.analysis_audio, self.fmt.fps, n)
         else:
             from studio.audio.recognizer import recognize_file_phones
@@ -158,6 +161,10 @@ class ProgramMotion(MotionSource):
             return {}
         out = {"model_step_ms": self._model_ms / max(1, self._model_frames - self._model_skipped),
                "model_frames_skipped": self._model_skipped, "kv_cache_bytes": self._kv_bytes}
+        if self._kv_probes:  # what the KV cache saves a step, measured live (studio.neural.engine.MotionSession)
+            c, u, n = (float(np.median([p[i] for p in self._kv_probes])) for i in range(3))
+            out["kv_saved_ms_per_frame"] = (u - c) * MODEL_FPS / self.fmt.fps  # per output frame
+            out["kv_probe_tokens"] = int(n)
         if eng.fingerprints is not None:
             st = eng.fingerprints.stats()
             hits, misses = max(0, st.hits - self._fp0[0]), max(0, st.misses - self._fp0[1])
@@ -189,6 +196,7 @@ class _NeuralTrack:
         self.flushed = False
         self._ms = 0.0
         self._skipped = 0
+        self._probes = 0
 
     def row(self, r: int, owner: "ProgramMotion") -> np.ndarray:
         while r >= self.ready and self._advance(owner):
@@ -196,8 +204,6 @@ class _NeuralTrack:
         return self.rows[min(r, len(self.rows) - 1)]
 
     def _advance(self, owner: "ProgramMotion") -> bool:
-        from studio.neural.constants import FPS as MODEL_FPS
-
         if self.ready >= len(self.rows):
             return False
         s = self.session
@@ -213,6 +219,10 @@ class _NeuralTrack:
         owner._model_ms += s.step_ms_total - self._ms
         owner._model_skipped += s.frames_skipped - self._skipped
         self._ms, self._skipped = s.step_ms_total, s.frames_skipped
+        new = s.kv_probe_count - self._probes
+        if new > 0:
+            owner._kv_probes.extend(list(s.kv_probes)[-new:])
+            self._probes = s.kv_probe_count
         owner._kv_bytes = s.cache_nbytes() if s.kv_cache else float(
             sum(a.nbytes + b.nbytes for a, b in s._history))
         k = self.base + len(self.model)  # model frames so far
@@ -307,6 +317,10 @@ class MicMotion(MotionSource):
             out["model_ms_per_frame"] = m.recognizer.cpu_ms_per_chunk_median
             out["kv_cache_bytes"] = float(self.src.cache_nbytes())
             out["model_step_ms"] = self.src.step_ms()
+            saved, tokens = self.src.kv_saved_ms()
+            if math.isfinite(saved):  # a step a model frame: per output frame at the program's rate
+                out["kv_saved_ms_per_frame"] = saved * MODEL_FPS / self.fmt.fps
+                out["kv_probe_tokens"] = tokens
         return out
 
 

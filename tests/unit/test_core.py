@@ -351,3 +351,30 @@ def test_a_just_in_time_source_is_asked_only_when_the_next_stage_is_free(default
     assert rep.frames_produced == 16 and out.slots() == list(range(16))
     assert len(depths["motion->generate"]) >= 15 and len(depths["generate->post"]) == 16
     assert set(depths["motion->generate"]) == {0} and set(depths["generate->post"]) == {0}
+
+
+def test_the_kv_cache_share_comes_from_the_motion_stages_live_probe(default_anchor, monkeypatch) -> None:
+    """With the audio model's KV cache on, the HUD's share for it is what the motion source measured live (the model's
+    step without its cache, ``kv_saved_ms_per_frame``) over the baseline; before a probe it says it is measuring."""
+    from studio.pipeline.factory import make_core
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.sources import ProgramSource
+    from studio.pipeline.telemetry import OptimizationStatus
+
+    opts = frozenset({O.KV_CACHE, O.PYRAMIDAL})
+    s = CoreSettings(size_px=64, fps=FPS, optimizations=opts, measure_baseline=True, baseline_every=2)
+    motion = ProgramMotion(audio_engine=AudioEngine.NEURAL)
+    core = make_core(ProgramSource(_items()), motion, s, default_anchor, [Collect()])
+    try:
+        core.run()
+        probed = {"kv_cache_bytes": 1000.0}
+        monkeypatch.setattr(motion, "stats", lambda: dict(probed))
+        kv = {sh.name: sh for sh in core.compute_saved().shares}["kv_cache"]
+        assert kv.status is OptimizationStatus.ACTIVE and kv.reason.startswith("measuring")
+        probed.update(kv_saved_ms_per_frame=1.5, kv_probe_tokens=100)
+        c = core.compute_saved()
+        kv = {sh.name: sh for sh in c.shares}["kv_cache"]
+        assert kv.reason.startswith("measured live") and "last 100 tokens" in kv.reason
+        assert kv.saved_fraction == pytest.approx(1.5 / c.baseline_ms_per_frame)
+    finally:
+        core.pool.close()

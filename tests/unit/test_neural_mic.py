@@ -3,6 +3,8 @@ after it is in the ring, streaming in small blocks gives the offline engine's nu
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -142,3 +144,47 @@ def test_a_source_dropped_without_stop_worker_ends_its_thread() -> None:
     gc.collect()
     worker.join(timeout=5)
     assert not worker.is_alive()
+
+
+def test_the_inline_kv_probe_times_the_uncached_step_and_changes_no_frame() -> None:
+    """``kv_probe="inline"``: every KV_PROBE_PERIOD_S of the stream the step is also run without the cache over the
+    stream's tokens so far and both are timed; the frames are those of a session without the probe; no probe without
+    the cache."""
+    from studio.neural.engine import KV_PROBE_PERIOD_S
+    from studio.neural.constants import FPS
+
+    eng = _engine()
+    audio = _voice_like(6.0)
+    plain = eng.session(kv_probe="")
+    probed = eng.session(kv_probe="inline")
+    m0 = np.concatenate([plain.push(audio)[0], plain.flush()[0]])
+    m1 = np.concatenate([probed.push(audio)[0], probed.flush()[0]])
+    np.testing.assert_array_equal(m0, m1)
+    assert probed.kv_probe_count >= 2 and not plain.kv_probes
+    tokens = [p[2] for p in probed.kv_probes]
+    assert tokens[0] == int(KV_PROBE_PERIOD_S * FPS) and tokens == sorted(tokens)  # the stream so far, growing
+    assert all(c > 0 and u > 0 for c, u, _ in probed.kv_probes)
+    saved, n = probed.kv_saved_ms()
+    assert math.isfinite(saved) and n in tokens
+    uncached = eng.session(kv_cache=False, kv_probe="inline")
+    uncached.push(audio)
+    assert uncached.kv_probe_count == 0
+
+
+def test_the_microphone_kv_probe_measures_the_live_stream() -> None:
+    """The live source's probe (its own thread calls it every few seconds) times the current stream uncached; the
+    microphone motion source reports the saving per output frame; switching the cache off stops the probes."""
+    eng = _engine()
+    audio = _voice_like(3.0)
+    ring = AudioRing(RATE * 20, RATE)
+    src = NeuralMicMotionSource(ring, MicMotionSettings(), engine=eng)
+    assert src.probe_kv() == 0.0 and not math.isfinite(src.kv_saved_ms()[0])  # nothing heard yet
+    ring.write(audio)
+    made = src.pump()
+    assert src.probe_kv() > 0
+    saved, tokens = src.kv_saved_ms()
+    assert math.isfinite(saved) and tokens == made
+    src.set_options(kv_cache=False, skip_silence=False)
+    ring.write(audio)
+    src.pump()
+    assert src.probe_kv() == 0.0 and len(src._kv_probes) == 1
