@@ -5,7 +5,8 @@
 #   .gpu_home/site_common.tar.xz   pocketsphinx 5.0.4, silero-vad, websockets, importlib_metadata (cp312 wheels),
 #                                  less the model files the studio never reads
 #   .whl/av/site_av.tar.xz         PyAV 18.1.0
-#   .whl/dif/site_dif.tar.xz       diffusers 0.42.1;  .whl/dif/rife4.pt   RIFE's weights (calls B and C copy them into
+#   .whl/dif/site_dif.tar.xz       diffusers 0.42.1, torchao 0.18.0 (the Wan engine's fp8 DiT linears);
+#                                  .whl/dif/rife4.pt   RIFE's weights (calls B and C copy them into
 #                                  .gpu_home there: call A, with PyAV, has no room for them under 64 MiB)
 # Both folders are ignored (.git/info/exclude) and named in `carry`. Usage: bash results/gpu/make_device_bundles.sh
 set -euo pipefail
@@ -13,7 +14,8 @@ grep -qs '^/.gpu_home/' .git/info/exclude || { mkdir -p .git/info; printf '/.gpu
 W=${WHEELS:-/tmp/wheels312}
 mkdir -p "$W" .gpu_home .whl/av .whl/dif
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
-for p in av==18.1.0 pocketsphinx==5.0.4 silero-vad==6.2.3 websockets==15.0.1 diffusers==0.42.1 importlib_metadata==10.2.0; do
+for p in av==18.1.0 pocketsphinx==5.0.4 silero-vad==6.2.3 websockets==15.0.1 diffusers==0.42.1 importlib_metadata==10.2.0 \
+         torchao==0.18.0; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT -d "$W" $p \
     2>&1 | grep -v "^WARNING: Location" || true
 done
@@ -30,7 +32,7 @@ pack() {  # pack OUT WHEEL...: unzip the wheels into site/ and xz it (extracted 
 pack .gpu_home/site_common.tar.xz "$W"/pocketsphinx-5.0.4-*.whl "$W"/silero_vad-6.2.3-*.whl "$W"/websockets-15.0.1-*.whl \
   "$W"/importlib_metadata-10.2.0-*.whl
 pack .whl/av/site_av.tar.xz "$W"/av-18.1.0-*.whl
-pack .whl/dif/site_dif.tar.xz "$W"/diffusers-0.42.1-*.whl
+pack .whl/dif/site_dif.tar.xz "$W"/diffusers-0.42.1-*.whl "$W"/torchao-0.18.0-*.whl
 NEWSSTUDIO_HOME=$PWD/.gpu_home python3 - <<'PY'
 import shutil
 from pathlib import Path

@@ -38,6 +38,10 @@ ENTRIES = (
     ("ditto", 0, "", True, True),
     ("wan2.1-1.3b", 512, "", True, True),
     ("wan2.1-1.3b", 1024, " at native 1024 px", False, True),  # beside the 512 row: the pyramidal ratio
+    # the 512 row's engine with its options (studio.generators.wan_dit.variant_info), beside it
+    ("wan2.1-1.3b-taehv", 512, "", False, True),
+    ("wan2.1-1.3b-fp8", 512, "", False, True),
+    ("wan2.1-1.3b-taehv-fp8", 512, "", False, True),
     ("wan2.1-14b", 0, "", False, False),  # one 1024-px window of a 14 B DiT outlasts a device call: optimized only
 )
 PLAIN_SKIPPED = "not measured: one window at the native size outlasts the leaderboard's time on this device"
@@ -217,7 +221,7 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
             rep, _, core = run_config(anchor, program_for(flags), b, flags, tmp, keep_core=True, forms=forms)
             feats = core.features.stats() if core.features is not None else None
             g = next(iter(core.pool.forms().values()))  # a form the run opened (never open another just to ask)
-            runs["twin"], runs["precision"] = g.twin, g.settings.precision
+            runs["twin"], runs["precision"] = g.twin, g.precision_label
             core.pool.close()
             del core, g
             _release(cuda)

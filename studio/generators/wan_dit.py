@@ -28,11 +28,21 @@ What is left out in this phase, said plainly: with real weights the engine also 
 release; none is read yet, so ``open`` with a weights folder loads and checks the DiT and then refuses with a
 ModelLoadError that says so. The engine runs as a timing twin (the DiT, the VAE decoder and the conditioning with
 their real shapes and random weights).
+
+Two options of the engine, each a registered variant whose label says it (``variant_info``):
+- ``decoder``: the Wan VAE's decoder (the release's) or TAEHV's tiny decoder (``studio.generators.taehv``, the
+  release ``taew2_1.pth``, MIT), which decodes the same latents with far fewer operations and less fidelity;
+- ``fp8_linears``: the Linear layers of the DiT's blocks with fp8 (e4m3) weights and activations, each scaled per
+  row (torchao's dynamic float8), on GPUs with FP8 tensor cores (CUDA capability 8.9 or newer) and bf16 compute;
+  elsewhere the DiT stays in its compute dtype and ``precision_label`` says why. The compiled form
+  (``compiled_targets``) compiles the converted module.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+import logging
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -42,8 +52,11 @@ from torch import nn
 from studio.errors import ModelLoadError
 from studio.generators.audio_encoders import Wav2Vec2Base
 from studio.generators.common import NeuralGenerator, to_size
+from studio.generators.taehv import TAEHV_WEIGHTS, TAEHVDecoder, load_taehv
 from studio.generators.weights import default_dtype, load_strict, read_state, require_file, seeded
 from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
+
+log = logging.getLogger(__name__)
 
 LATENT_FRAMES = 21
 WINDOW_FRAMES = 4 * (LATENT_FRAMES - 1) + 1  # 81
@@ -54,6 +67,14 @@ AUDIO_WINDOW = 5  # output frames of audio around each output frame
 TEXT_TOKENS = 512
 CLIP_TOKENS = 257
 DIT_WEIGHTS = "transformer/diffusion_pytorch_model.safetensors"
+FP8_LABEL = "fp8 (rowwise) DiT linears"
+
+
+class VideoDecoder(enum.Enum):
+    """What turns a window's latents into frames."""
+
+    WAN_VAE = "wan-vae"  # the release's Wan VAE decoder (diffusers ``AutoencoderKLWan``)
+    TAEHV = "taehv"  # TAEHV's tiny decoder for Wan 2.1 latents (``taew2_1.pth``)
 
 
 @dataclass(frozen=True)
@@ -290,6 +311,60 @@ def load_dit(folder: Path, cfg: WanConfig, engine: str) -> WanAudioDiT:
     return model
 
 
+def fp8_refusal(device: torch.device, dtype: torch.dtype) -> str:
+    """Why the DiT's linears cannot run in fp8 on ``device`` at ``dtype`` ("" where they can)."""
+    if device.type != "cuda":
+        return f"fp8 matmuls need a CUDA GPU with FP8 tensor cores, and this runs on the {device.type}"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) < (8, 9):
+        return f"this GPU (CUDA capability {major}.{minor}) has no FP8 tensor cores (8.9 or newer has them)"
+    if dtype != torch.bfloat16:
+        return f"rowwise fp8 needs bf16 compute, and this runs in {str(dtype).removeprefix('torch.')}"
+    try:
+        import torchao.quantization  # noqa: F401
+    except ImportError:
+        return "torchao is not installed (NEWSSTUDIO_EXTRAS=gpu ./installers/setup.sh)"
+    except Exception as exc:  # torchao checks the torch it finds at import and may raise anything
+        return f"torchao failed to import ({type(exc).__name__}: {str(exc)[:120]})"
+    return ""
+
+
+def fp8_dit_linears(dit: WanAudioDiT) -> int:
+    """Every Linear of the DiT's blocks to fp8 (e4m3) weights scaled per output row, with activations quantized per
+    row at each call (torchao's ``Float8DynamicActivationFloat8WeightConfig``), in place; returns how many. The
+    embeddings, the audio projection and the head stay in the compute dtype."""
+    from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, quantize_
+
+    chosen = []
+
+    def in_blocks(module: nn.Module, fqn: str) -> bool:
+        if isinstance(module, nn.Linear) and fqn.startswith("blocks."):
+            chosen.append(fqn)
+            return True
+        return False
+
+    # set_inductor_config=False: torchao's recommended inductor settings are process-wide (coordinate-descent tuning
+    # lengthens every later compile in the process, the bf16 forms' too)
+    config = Float8DynamicActivationFloat8WeightConfig(granularity=PerRow(), set_inductor_config=False)
+    try:
+        quantize_(dit, config, filter_fn=in_blocks)
+    except Exception as exc:  # the boundary to torchao
+        raise ModelLoadError(f"torchao could not convert the DiT's linears to fp8 ({type(exc).__name__}: "
+                             f"{str(exc)[:200]}): use the engine without fp8.") from exc
+    return len(chosen)
+
+
+def variant_info(base: GeneratorInfo, decoder: VideoDecoder, fp8_linears: bool) -> GeneratorInfo:
+    """The facts of the engine with its options: its own registry name and a label that says them."""
+    name, label, weights, licence = base.name, base.label, base.weights, base.licence
+    if decoder is VideoDecoder.TAEHV:
+        name, label = f"{name}-taehv", f"{label}, tiny decoder (TAEHV)"
+        weights, licence = weights + (TAEHV_WEIGHTS,), f"{licence}; MIT (TAEHV)"
+    if fp8_linears:
+        name, label = f"{name}-fp8", f"{label}, {FP8_LABEL}"
+    return replace(base, name=name, label=label, weights=weights, licence=licence)
+
+
 def shifted_sigmas(steps: int, shift: float = SHIFT) -> list[float]:
     s = torch.linspace(1.0, 0.0, steps + 1, dtype=torch.float64)
     return (shift * s / (1 + (shift - 1) * s)).tolist()
@@ -311,36 +386,73 @@ class WanDiTGenerator(NeuralGenerator):
     loads_weights = False  # the Wan VAE and the prompt / image encoders are not read yet (module docstring)
 
     def __init__(self, config: WanConfig | None = None, steps: int = STEPS, latent_frames: int = LATENT_FRAMES,
-                 vae_config: dict | None = None) -> None:
+                 vae_config: dict | None = None, decoder: VideoDecoder = VideoDecoder.WAN_VAE,
+                 fp8_linears: bool = False) -> None:
         super().__init__()
         self.cfg = config or self.config
         self.steps = steps
         self.latent_frames = latent_frames
         self.window_frames = 4 * (latent_frames - 1) + 1
         self.vae_config = {"base_dim": self.cfg.vae_base_dim, "z_dim": 16, **(vae_config or {})}
+        self.decoder = decoder
+        self.fp8_linears = fp8_linears
+        self.fp8_count = 0  # linears converted to fp8 by ``open``
+        self.fp8_note = "not opened yet"  # why they were not ("" once they are)
+        if decoder is not VideoDecoder.WAN_VAE or fp8_linears:
+            self.info = variant_info(type(self).info, decoder, fp8_linears)
+
+    @property
+    def precision_label(self) -> str:
+        p = self.settings.precision
+        if not self.fp8_linears:
+            return p
+        return f"{p}, {FP8_LABEL}" if self.fp8_count else f"{p} (no fp8 DiT linears: {self.fp8_note})"
 
     def _build_twin(self) -> None:
-        from diffusers import AutoencoderKLWan
-
         # built where it runs and in its dtype: the 14 B twin is 37 GB in bf16, with no host copy and no fp32 stage
         with torch.device(self.device), default_dtype(self.dtype):
             self.dit = WanAudioDiT(self.cfg)
-            self.vae = AutoencoderKLWan(**self.vae_config)
+            if self.decoder is VideoDecoder.TAEHV:
+                self.taehv = TAEHVDecoder()
+            else:
+                from diffusers import AutoencoderKLWan
+
+                self.vae = AutoencoderKLWan(**self.vae_config)
 
     def _load(self, folder: Path) -> None:
         self.dit = load_dit(folder, self.cfg, self.info.label)
-        raise ModelLoadError(f"{self.info.label}: the DiT in {folder} loaded, but its Wan VAE, UMT5-XXL prompt "
+        loaded = "the DiT"
+        if self.decoder is VideoDecoder.TAEHV:
+            self.taehv = load_taehv(folder, self.info.label)
+            loaded = f"the DiT and {TAEHV_WEIGHTS}"
+        raise ModelLoadError(f"{self.info.label}: {loaded} in {folder} loaded, but its Wan VAE, UMT5-XXL prompt "
                              "encoder and CLIP image encoder are not supported yet: the engine runs only as a timing "
                              "twin (start it without a weights folder).")
 
     def _to_device(self) -> None:
         self.dit.to(self.device, self.dtype).eval()
-        torch.nn.Module.to(self.vae, self.device, self.dtype).eval()
-        self.fns = {"dit": self.dit, "vae_decoder": self._decode}
+        if self.fp8_linears:
+            self.fp8_note = fp8_refusal(self.device, self.dtype)
+            if self.fp8_note:
+                log.warning("%s: the DiT's linears stay in %s: %s", self.info.label, self.settings.precision,
+                            self.fp8_note)
+            else:
+                self.fp8_count = fp8_dit_linears(self.dit)
+        if self.decoder is VideoDecoder.TAEHV:
+            self.taehv.to(self.device, self.dtype).eval()
+            decode = self._decode_taehv
+        else:
+            torch.nn.Module.to(self.vae, self.device, self.dtype).eval()
+            decode = self._decode
+        self.fns = {"dit": self.dit, "vae_decoder": decode}
 
     def _decode(self, z: torch.Tensor) -> torch.Tensor:
         """1 x 16 x F x h x w -> 1 x 3 x (4 (F - 1) + 1) x 8h x 8w in -1..1."""
         return self.vae.decode(z).sample
+
+    def _decode_taehv(self, z: torch.Tensor) -> torch.Tensor:
+        """1 x 16 x F x h x w -> 1 x 3 x (4 (F - 1) + 1) x 8h x 8w in -1..1 (TAEHV's 0..1 rescaled)."""
+        return self.taehv(z) * 2 - 1
 
     def _prepare(self, anchor) -> None:
         s = self.settings.size_px
@@ -376,6 +488,12 @@ class WanDiTGenerator(NeuralGenerator):
 
     def run_window(self, feats: torch.Tensor) -> torch.Tensor:
         """One window: window_frames x 12 x 768 audio -> window_frames x 3 x S x S frames, 0..255."""
+        video = self.fns["vae_decoder"](self.denoise(feats))  # 1 x 3 x W x H x W
+        frames = ((video[0].transpose(0, 1).float() + 1) * 127.5).clamp(0, 255)
+        return to_size(frames, self.settings.size_px)
+
+    def denoise(self, feats: torch.Tensor) -> torch.Tensor:
+        """The DiT's steps over one window: window_frames x 12 x 768 audio -> 1 x 16 x F x h x w latents."""
         first, latter = self.audio_windows(feats.to(self.device, self.dtype))
         first2 = torch.cat([first, torch.zeros_like(first)])  # guidance: audio on / off (the release's zeros)
         latter2 = torch.cat([latter, torch.zeros_like(latter)])
@@ -387,9 +505,7 @@ class WanDiTGenerator(NeuralGenerator):
             v = self.fns["dit"](inp, t, ctx2, first2, latter2)
             v = v[1:] + 2.0 * (v[:1] - v[1:])  # audio guidance 2
             x = x + (s1 - s0) * v
-        video = self.fns["vae_decoder"](x)  # 1 x 3 x W x H x W
-        frames = ((video[0].transpose(0, 1).float() + 1) * 127.5).clamp(0, 255)
-        return to_size(frames, self.settings.size_px)
+        return x
 
     def _generate(self, coeffs: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
         """A window runs when the frames handed out reach its start, on the audio that has arrived for it (the rest
@@ -440,6 +556,21 @@ class Wan14BGenerator(WanDiTGenerator):
 @GENERATORS.register("wan2.1-1.3b")
 def _make_1_3b(**kwargs) -> WanDiTGenerator:
     return WanDiTGenerator()
+
+
+@GENERATORS.register("wan2.1-1.3b-taehv")
+def _make_1_3b_taehv(**kwargs) -> WanDiTGenerator:
+    return WanDiTGenerator(decoder=VideoDecoder.TAEHV)
+
+
+@GENERATORS.register("wan2.1-1.3b-fp8")
+def _make_1_3b_fp8(**kwargs) -> WanDiTGenerator:
+    return WanDiTGenerator(fp8_linears=True)
+
+
+@GENERATORS.register("wan2.1-1.3b-taehv-fp8")
+def _make_1_3b_taehv_fp8(**kwargs) -> WanDiTGenerator:
+    return WanDiTGenerator(decoder=VideoDecoder.TAEHV, fp8_linears=True)
 
 
 @GENERATORS.register("wan2.1-14b")

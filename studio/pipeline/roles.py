@@ -270,6 +270,12 @@ class Generator(abc.ABC):
     def label(self) -> str:
         return self.info.label + (" — timing twin (weights not installed)" if self.twin else "")
 
+    @property
+    def precision_label(self) -> str:
+        """The precision a leaderboard row states: ``settings.precision``, and what part of the network runs in
+        another (or why it does not) where an engine says so."""
+        return self.settings.precision
+
     @abc.abstractmethod
     def open(self, anchor: "AnchorPack", settings: GeneratorSettings) -> None:
         """Load weights (``settings.weights_dir``) or build the timing twin, prepare the anchor, warm up."""

@@ -3,6 +3,8 @@ DiT runs one forward at 288, 512 and 1024 px within the device's memory, and the
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -60,6 +62,18 @@ def test_wan_window_gives_81_frames():
     gen = _open("wan2.1-1.3b", 288, batch=81)
     out = gen.generate(*_inputs(gen, 81))
     assert out.shape == (81, 3, 288, 288) and torch.isfinite(out).all()
+    gen.close()
+
+
+def test_wan_with_taehv_and_fp8_gives_81_frames_and_says_its_precision():
+    gen = _open("wan2.1-1.3b-taehv-fp8", 288, batch=81)
+    out = gen.generate(*_inputs(gen, 81))
+    assert out.shape == (81, 3, 288, 288) and torch.isfinite(out).all()
+    if torch.cuda.get_device_capability() >= (8, 9) and importlib.util.find_spec("torchao") is not None:
+        assert gen.fp8_count == 30 * 15 and gen.precision_label == "bf16, fp8 (rowwise) DiT linears"
+    else:
+        assert gen.fp8_count == 0 and gen.precision_label.startswith("bf16 (no fp8 DiT linears: ")
+    print(f"{gen.info.name}: {gen.precision_label}")
     gen.close()
 
 

@@ -1,6 +1,9 @@
-"""The Wan DiT engines: the release's key layout and sizes, the DiT loader, and one window per 81 output frames."""
+"""The Wan DiT engines: the release's key layout and sizes, the DiT loader, one window per 81 output frames, and the
+engine's options (TAEHV's decoder, fp8 DiT linears) as engines of their own."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 import torch
@@ -131,3 +134,62 @@ def test_the_size_a_dit_row_states_is_the_size_of_its_twin(engine, params_g, gib
     assert f"{n / 1e9:.2g}" == params_g and f"a {params_g} G-parameter DiT" in gen.info.needs_gpu_reason
     if gib:
         assert f"{n * 2 / 2 ** 30:.0f}" == gib and f"{gib} GiB of bf16 weights" in gen.info.needs_gpu_reason
+
+
+def test_the_options_are_engines_of_their_own_whose_labels_say_them():
+    from studio.pipeline.roles import GENERATORS
+
+    base = GENERATORS.create("wan2.1-1.3b").info
+    tiny = GENERATORS.create("wan2.1-1.3b-taehv")
+    fp8 = GENERATORS.create("wan2.1-1.3b-fp8")
+    both = GENERATORS.create("wan2.1-1.3b-taehv-fp8")
+    assert tiny.decoder is wd.VideoDecoder.TAEHV and not tiny.fp8_linears and tiny.info.name == "wan2.1-1.3b-taehv"
+    assert tiny.info.label == base.label + ", tiny decoder (TAEHV)" and tiny.info.weights[-1] == "taew2_1.pth"
+    assert fp8.decoder is wd.VideoDecoder.WAN_VAE and fp8.info.label == base.label + ", fp8 (rowwise) DiT linears"
+    assert both.info.name == "wan2.1-1.3b-taehv-fp8" and both.decoder is wd.VideoDecoder.TAEHV and both.fp8_linears
+    assert GENERATORS.create("wan2.1-1.3b").info == base and base.name == "wan2.1-1.3b"  # the class's own facts stay
+
+
+def test_taehv_decodes_the_window():
+    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2, decoder=wd.VideoDecoder.TAEHV)  # 5 output frames
+    g.open(small_anchor(), GeneratorSettings(size_px=64, batch_frames=5))
+    assert not hasattr(g, "vae") and g.fns["vae_decoder"] == g._decode_taehv
+    out = g.generate(motion(5), torch.randn(5, 3, 16))
+    assert out.shape == (5, 3, 64, 64) and 0 <= float(out.min()) and float(out.max()) <= 255
+    assert g.precision_label == "fp32"
+
+
+def test_fp8_off_the_gpu_stays_in_the_compute_dtype_and_says_why():
+    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2, fp8_linears=True)
+    assert "not opened yet" in g.precision_label
+    g.open(small_anchor(), GeneratorSettings(size_px=64, batch_frames=5))
+    assert g.fp8_count == 0 and g.dit.blocks[0].ffn[0].weight.dtype == torch.float32
+    assert g.precision_label == ("fp32 (no fp8 DiT linears: fp8 matmuls need a CUDA GPU with FP8 tensor cores, and "
+                                 "this runs on the cpu)")
+    assert g.generate(motion(5), torch.randn(5, 3, 16)).shape == (5, 3, 64, 64)
+
+
+def test_fp8_says_which_gpu_dtype_or_package_it_lacks(monkeypatch):
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert wd.fp8_refusal(cuda, torch.bfloat16) == ("this GPU (CUDA capability 8.0) has no FP8 tensor cores (8.9 or "
+                                                    "newer has them)")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert wd.fp8_refusal(cuda, torch.float16) == "rowwise fp8 needs bf16 compute, and this runs in float16"
+    monkeypatch.setitem(sys.modules, "torchao", None)  # not installed
+    assert wd.fp8_refusal(cuda, torch.bfloat16).startswith("torchao is not installed")
+
+
+def test_taehv_engine_loads_the_release_file_beside_the_dit(tmp_path):
+    from studio.generators.taehv import TAEHVDecoder
+
+    with wd.seeded(0):
+        dit = wd.WanAudioDiT(SMALL)
+    (tmp_path / "transformer").mkdir()
+    save_file({k: v.contiguous() for k, v in dit.state_dict().items()}, str(tmp_path / wd.DIT_WEIGHTS))
+    settings = GeneratorSettings(size_px=64, weights_dir=tmp_path)
+    with pytest.raises(ModelLoadError, match="missing taew2_1.pth"):
+        wd.WanDiTGenerator(SMALL, decoder=wd.VideoDecoder.TAEHV).open(small_anchor(), settings)
+    torch.save(TAEHVDecoder().state_dict(), tmp_path / "taew2_1.pth")
+    with pytest.raises(ModelLoadError, match="the DiT and taew2_1.pth in .* loaded, but .* not supported yet"):
+        wd.WanDiTGenerator(SMALL, decoder=wd.VideoDecoder.TAEHV).open(small_anchor(), settings)

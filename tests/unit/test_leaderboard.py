@@ -77,7 +77,7 @@ def _fake_runs(monkeypatch, base_ms: dict[str, float] | None = None) -> list:
         ms = (base_ms or {}).get(b.engine, 10.0) - 2.0 * (O.PYRAMIDAL in flags) + 3.0 * (O.ASYNC_PIPELINE in flags)
         rep = SimpleNamespace(ms_per_frame=ms, frames_produced=25, frames_full=25, frames_interpolated=0,
                               silent_frames=0, gpu_mem_peak_mb=0.0, stages={})
-        gen = SimpleNamespace(twin=False, settings=SimpleNamespace(precision="fp32"))
+        gen = SimpleNamespace(twin=False, settings=SimpleNamespace(precision="fp32"), precision_label="fp32")
         core = SimpleNamespace(features=None, pool=SimpleNamespace(forms=lambda: {(False, False): gen},
                                                                   close=lambda: None))
         return (rep, {}, core) if keep_core else (rep, {})
