@@ -2,7 +2,7 @@
 built-in engine with its default flags and the neural audio engine; speech (beckett.wav, two_cities.wav) played into
 a PulseAudio null sink; no recording, no stream. Prints the studio's own telemetry every 5 s and a summary.
 
-    python results/cpu/s12/mic_latency_probe.py [--seconds 60]
+    python results/cpu/s12/mic_latency_probe.py [--seconds 60] [--settings studio|core]
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ def thread_cpu_s() -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--settings", choices=("studio", "core"), default="studio",
+                    help="studio: as the window starts (its saved-settings path); core: CoreSettings' defaults")
     a = ap.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ["NEWSSTUDIO_HOME"] = tempfile.mkdtemp(prefix="mic720-home-")
@@ -98,11 +100,23 @@ def main() -> int:
         torch.set_num_threads(int(os.environ["PROBE_TORCH_THREADS"]))
     app = QApplication.instance() or QApplication(sys.argv[:1])
     apply_theme(app)
-    core = CoreSettings(layout=Layout.CANVAS, canvas_height_px=720, fps=25.0, device="cpu", engine="builtin",
-                        optimizations=default_optimizations("cpu", "builtin"))
-    st = StudioSettings(core=core, audio_output=AudioOutputMode.NONE)
-    w = MainWindow(runtime_settings=st, settings=QSettings(os.environ["NEWSSTUDIO_HOME"] + "/studio.ini",
-                                                           QSettings.IniFormat))
+    qs = QSettings(os.environ["NEWSSTUDIO_HOME"] + "/studio.ini", QSettings.IniFormat)
+    if a.settings == "studio":  # the window's own settings path (chunks of 4, live baseline chunks for the HUD)
+        from dataclasses import replace
+
+        from studio.ui.main_window import default_studio_settings
+
+        st = default_studio_settings(qs, cuda=False)
+        core = replace(st.core, layout=Layout.CANVAS, canvas_height_px=720, fps=25.0, engine="builtin",
+                       optimizations=default_optimizations("cpu", "builtin"))
+        st = replace(st, core=core, audio_output=AudioOutputMode.NONE)
+    else:  # sessions 12-18: the core's defaults (chunks of 8, no baseline chunks)
+        core = CoreSettings(layout=Layout.CANVAS, canvas_height_px=720, fps=25.0, device="cpu", engine="builtin",
+                            optimizations=default_optimizations("cpu", "builtin"))
+        st = StudioSettings(core=core, audio_output=AudioOutputMode.NONE)
+    print(json.dumps({"settings": a.settings, "chunk_frames": core.chunk_frames, "batch_frames": core.batch_frames,
+                      "measure_baseline": core.measure_baseline}), flush=True)
+    w = MainWindow(runtime_settings=st, settings=qs)
     w.resize(1920, 1080)
     w.show()
 
@@ -151,6 +165,11 @@ def main() -> int:
     if sample is not None:
         print(json.dumps({"stages_ms_median_per_chunk": {k: round(v.median_ms, 2) for k, v in sample.stages.items()},
                           "lead_ms": w.runtime._mic_source.lead * 1000 / 16000}))
+        c = sample.compute
+        if c is not None:  # what the HUD shows: compute saved and each flag's share, measured live in this run
+            print(json.dumps({"hud_compute_saved": c.saved_fraction, "baseline_ms": c.baseline_ms_per_frame,
+                              "actual_ms": c.actual_ms_per_frame,
+                              "shares": {sh.name: [sh.status.value, sh.saved_fraction, sh.reason] for sh in c.shares}}))
     print(json.dumps({"frames_traced": len(rows), "heard_to_written_ms_median": statistics.median(core_ms),
                       "written_to_shown_ms_median": statistics.median(wait_ms),
                       "written_to_shown_ms_p95": sorted(wait_ms)[int(0.95 * len(wait_ms))],

@@ -4,6 +4,7 @@
 # real time with its lip sync, `live` and the studio window from the microphone at 720p25, screenshots on air.
 set -u
 D=$(cd "$(dirname "$0")" && pwd); cd "$D/../../.."
+D=${OUT:-$D}  # where the files go (session 19 runs this script into its own folder)
 source .venv/bin/activate
 git rev-parse --short HEAD > "$D/commit.txt"
 lint-imports > "$D/lint_imports.log" 2>&1; echo "lint-imports rc=$?" >> "$D/lint_imports.log"

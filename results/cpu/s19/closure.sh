@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Session 19: issue 15's CPU items on one commit (results/cpu/s18/closure.sh's steps, written beside this script),
+# then the studio window from the microphone twice more, as the window starts (the probe's --settings studio: chunks
+# of 4 and live baseline chunks for the HUD, which sessions 12-18's probe left out).
+set -u
+D=$(cd "$(dirname "$0")" && pwd)
+OUT="$D" bash "$D/../s18/closure.sh"
+cd "$D/../../.."
+source .venv/bin/activate
+for i in 2 3; do
+  python results/cpu/s12/mic_latency_probe.py --seconds 45 > "$D/mic_window_720p_$i.log" 2>&1
+done
+echo "closure s19 done"
