@@ -64,6 +64,11 @@ class FormatPanel(QWidget):
             self.device.addItem("CUDA GPU (none on this machine)", "cuda")
             self.device.model().item(1).setEnabled(False)
         self.engine = QComboBox()
+        # sized to a short label, not the longest (an engine with its options spelled out would widen the whole dock);
+        # the list shows every label whole, and the tooltip the chosen one
+        self.engine.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.engine.setMinimumContentsLength(18)
+        self.engine.currentIndexChanged.connect(lambda _: self.engine.setToolTip(self.engine.currentText()))
         try:
             engines = engine_choices()
         except ImportError:

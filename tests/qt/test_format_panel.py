@@ -1,0 +1,33 @@
+"""The program format panel stays narrow whatever the engines' labels: the engine list is sized to a short label
+(a long one, such as an engine with its options spelled out, widened the whole left dock), shows the chosen one whole
+in its tooltip, and keeps every label whole in its list."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from studio.pipeline.settings import CoreSettings
+from studio.ui import format_panel
+from studio.ui.format_panel import FormatPanel
+
+pytestmark = pytest.mark.qt
+
+LONG = "EchoMimicV3-flash (Wan2.1 1.3B DiT), tiny decoder (TAEHV), fp8 (rowwise) DiT linears, and more words"
+
+
+def _panel(qtbot, tmp_path, monkeypatch, labels):
+    monkeypatch.setattr(format_panel, "engine_choices", lambda: labels)
+    p = FormatPanel(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), CoreSettings(), cuda=False)
+    qtbot.addWidget(p)
+    return p
+
+
+def test_a_long_engine_label_does_not_widen_the_panel(qtbot, tmp_path, monkeypatch) -> None:
+    short = _panel(qtbot, tmp_path, monkeypatch, [("builtin", "Built-in presenter (mesh warp)", "")])
+    wide = _panel(qtbot, tmp_path, monkeypatch, [("builtin", "Built-in presenter (mesh warp)", ""),
+                                                 ("wan", LONG, "timing twin only")])
+    assert wide.sizeHint().width() <= short.sizeHint().width() + 20
+    assert wide.engine.itemText(1).startswith(LONG)  # the list keeps the label whole
+    wide.engine.setCurrentIndex(1)
+    assert wide.engine.toolTip().startswith(LONG)
