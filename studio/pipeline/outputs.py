@@ -43,6 +43,7 @@ class PreviewOutput(Output):
         self._cond = threading.Condition()
         self._pending: deque[tuple[float, PreviewFrame]] = deque()  # (due on the present clock, frame)
         self._latest: PreviewFrame | None = None
+        self.on_present = None  # called on the present thread whenever a new frame becomes the latest (a wake-up)
         self.shown = RateMeter()
         self.superseded = 0  # made, but overtaken before it could be shown
         self.overflow = 0  # dropped because too many waited (the clock stopped)
@@ -128,6 +129,9 @@ class PreviewOutput(Output):
                 self.late += 1
             self._latest = frame
             self.shown.tick()
+            wake = self.on_present
+            if wake is not None:
+                wake()
 
     def latest_frame(self) -> PreviewFrame | None:
         return self._latest

@@ -189,6 +189,7 @@ class StudioRuntime:
         self._mic_source = None
         self._clock: _Clock | None = None
         self._preview = None
+        self._frame_listener = None  # the UI's wake-up when a new frame is the latest (set_frame_listener)
         self._shows_mic = False
         self._streams: dict[str, object] = {}  # url -> the stream output on air
 
@@ -200,6 +201,13 @@ class StudioRuntime:
     def latest_frame(self):
         p = self._preview
         return p.latest_frame() if p is not None else None
+
+    def set_frame_listener(self, listener) -> None:
+        """``listener()`` is called (on the preview's present thread, so it must only post to its own thread) each
+        time a new frame becomes the latest, so that a window can show it at once instead of at its next tick."""
+        self._frame_listener = listener
+        if self._preview is not None:
+            self._preview.on_present = listener
 
     def note_displayed(self, frame) -> None:
         if self._preview is not None:
@@ -317,6 +325,7 @@ class StudioRuntime:
         self._program_source.live = True
         self._emit(cmd.AudioOutputStatus(self._clock.source, self._clock.message))
         self._preview = PreviewOutput(clock=self._clock)
+        self._preview.on_present = self._frame_listener
         self._pool.submit(self._list_voices)
         self._anchor_pool.submit(_warm_imports)
         if self.settings.warm_up_microphone:  # before the anchor, so before the core: nothing on air to disturb

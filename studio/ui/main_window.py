@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QSettings, QSize, QStandardPaths, Qt, QTimer
+from PySide6.QtCore import QObject, QSettings, QSize, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence, QPixmap
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
@@ -52,6 +52,12 @@ def _cuda_available() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+class _FrameWake(QObject):
+    """Carries the runtime's "a new frame is the latest" from its present thread to the window's (queued)."""
+
+    ready = Signal()
 
 
 def default_studio_settings(qs: QSettings, cuda: bool) -> StudioSettings:
@@ -147,6 +153,11 @@ class MainWindow(QMainWindow):
         self.timer = QTimer(self)
         self.timer.setTimerType(Qt.PreciseTimer)
         self.timer.timeout.connect(self._tick)
+        # a new frame is shown when it is ready, not up to a tick later: the runtime's present thread posts a
+        # queued signal (the microphone's sound-to-screen latency waited half a tick on average for the timer)
+        self._frame_wake = _FrameWake(self)
+        self._frame_wake.ready.connect(self._show_latest_frame, Qt.QueuedConnection)
+        self.runtime.set_frame_listener(self._frame_wake.ready.emit)
         self._settle_heap(collect=True)  # modules and widgets built, nothing on air yet: the one full collection
         self.bridge.start()
         self.timer.start(TICK_MS)
@@ -530,14 +541,7 @@ class MainWindow(QMainWindow):
         if self.state in ON_AIR_STATES:
             self.live_stall_max_ms = max(self.live_stall_max_ms, late)
         self._ticks += 1
-        frame = self.runtime.latest_frame()
-        if frame is not None and frame.index != self._last_frame_index:
-            self._last_frame_index = frame.index
-            self.preview.view.set_frame(frame.image)
-            self.runtime.note_displayed(frame)
-            if self._want_thumbnail:
-                self._want_thumbnail = False
-                self._set_thumbnail(frame.image)
+        self._show_latest_frame()
         self.mic_meter.set_level(self.runtime.input_level_dbfs())
         if self._ticks % TELEMETRY_EVERY_TICKS == 0:
             self._refresh_telemetry()
@@ -549,6 +553,18 @@ class MainWindow(QMainWindow):
                                     else 0.0, draw=False)
         elif self._ticks % CHART_DRAW_EVERY_TICKS == 1:  # one plot a time, all seven within CHARTS_EVERY_TICKS
             self.charts.draw_one()
+
+    def _show_latest_frame(self) -> None:
+        """The runtime's newest frame into the preview, once: on the runtime's wake-up (``_FrameWake``), and at each
+        tick in case a wake-up was missed."""
+        frame = self.runtime.latest_frame()
+        if frame is not None and frame.index != self._last_frame_index:
+            self._last_frame_index = frame.index
+            self.preview.view.set_frame(frame.image)
+            self.runtime.note_displayed(frame)
+            if self._want_thumbnail:
+                self._want_thumbnail = False
+                self._set_thumbnail(frame.image)
 
     def _refresh_telemetry(self) -> None:
         t = self.runtime.telemetry()

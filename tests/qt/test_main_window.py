@@ -173,3 +173,18 @@ def test_the_window_freezes_the_start_up_heap_then_what_the_presenter_loaded(qap
         qtbot.waitUntil(lambda: gc.get_freeze_count() > at_start, timeout=10_000)
     finally:
         w.close()
+
+
+def test_a_new_frame_is_shown_on_the_runtimes_wake_up_not_at_the_next_tick(window, qtbot) -> None:
+    """With the window's timer stopped, the frame the runtime presents still reaches the preview: its present
+    thread's wake-up is a queued signal to the window."""
+    from studio.ui.main_window import TICK_MS
+
+    w = window
+    w.timer.stop()
+    try:
+        qtbot.waitUntil(lambda: w.preview.view._image is not None, timeout=60000)
+        first = w._last_frame_index
+        qtbot.waitUntil(lambda: w._last_frame_index != first, timeout=10000)  # and the next ones, tick-less
+    finally:
+        w.timer.start(TICK_MS)

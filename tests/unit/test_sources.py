@@ -491,3 +491,33 @@ def test_the_preview_forgets_frames_of_a_clock_it_leaves():
         assert preview.latest_frame().index == 1 and preview.superseded == 0  # as they come, one per frame period
     finally:
         preview.close()
+
+
+def test_the_preview_wakes_its_listener_when_a_new_frame_is_the_latest() -> None:
+    """``on_present`` is called on the present thread each time a new frame becomes the latest (the window shows it
+    then, not at its next tick), and only then."""
+    import threading
+
+    from studio.pipeline.outputs import PreviewOutput
+
+    preview = PreviewOutput(clock=None)
+    woken: list[int] = []
+    got = threading.Event()
+
+    def wake() -> None:
+        woken.append(preview.latest_frame().index)
+        got.set()
+
+    preview.on_present = wake
+    preview.open(FMT)
+    try:
+        time.sleep(0.1)
+        assert not woken  # nothing shown, nothing to wake for
+        frames = np.zeros((1, 64, 64, 3), np.uint8)
+        preview.write(ProgramBatch(slots=np.arange(7, 8), pts_s=np.arange(7, 8) / FPS, frames=frames,
+                                   audio=np.zeros(0, np.float32), audio_start=0))
+        assert got.wait(5)
+        time.sleep(0.1)
+        assert woken == [7]
+    finally:
+        preview.close()
