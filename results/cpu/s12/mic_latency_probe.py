@@ -92,6 +92,10 @@ def main() -> int:
         from studio.pipeline.sources import MicSource
 
         MicSource.just_in_time = False
+    if os.environ.get("PROBE_NO_KV_PROBE") == "1":  # A/B of the live KV-cache probe's thread (8c7236b)
+        import studio.neural.mic as nmic
+
+        nmic._probe_kv = lambda ref, stop: None
     if os.environ.get("PROBE_SWITCH_S"):
         sys.setswitchinterval(float(os.environ["PROBE_SWITCH_S"]))
     if os.environ.get("PROBE_TORCH_THREADS"):
@@ -117,6 +121,8 @@ def main() -> int:
     print(json.dumps({"settings": a.settings, "chunk_frames": core.chunk_frames, "batch_frames": core.batch_frames,
                       "measure_baseline": core.measure_baseline}), flush=True)
     w = MainWindow(runtime_settings=st, settings=qs)
+    if os.environ.get("PROBE_NO_WAKE") == "1":  # A/B: frames picked up by the window's timer only (before s19)
+        w.runtime.set_frame_listener(None)
     w.resize(1920, 1080)
     w.show()
 
