@@ -96,6 +96,10 @@ def main() -> int:
         import studio.neural.mic as nmic
 
         nmic._probe_kv = lambda ref, stop: None
+    if os.environ.get("PROBE_NO_LABEL_CACHE") == "1":  # A/B of results/cpu/s19/label_cache_tried.patch (not kept)
+        import studio.ui.preview as pv
+
+        pv._LABELS_KEPT = 0
     if os.environ.get("PROBE_SWITCH_S"):
         sys.setswitchinterval(float(os.environ["PROBE_SWITCH_S"]))
     if os.environ.get("PROBE_TORCH_THREADS"):
