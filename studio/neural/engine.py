@@ -215,6 +215,17 @@ class NeuralMotionEngine:
         return NeuralMotion(np.concatenate([mouth, m2]), np.concatenate([vis, v2]), probs)
 
 
+def kv_saved(probes) -> tuple[float, int]:
+    """(median uncached - median cached step ms, median token count) of KV-cache probes (cached ms, uncached ms,
+    tokens); nan, 0 without any. Streams longer than KV_PROBE_TOKENS are timed over their last KV_PROBE_TOKENS
+    tokens: the uncached cost grows with the stream, so the figure is then a lower bound."""
+    probes = list(probes)
+    if not probes:
+        return float("nan"), 0
+    c, u, n = (float(np.median([p[i] for p in probes])) for i in range(3))
+    return u - c, int(n)
+
+
 class MotionSession:
     """One stream: feed audio as it comes, get frames as soon as their look-ahead has arrived."""
 
@@ -378,14 +389,8 @@ class MotionSession:
         return ms
 
     def kv_saved_ms(self) -> tuple[float, int]:
-        """(median uncached - median cached step ms over the probes, the probes' median token count); nan before
-        the first probe. Streams longer than KV_PROBE_TOKENS are timed over their last KV_PROBE_TOKENS tokens: the
-        uncached cost grows with the stream, so the figure is then a lower bound."""
-        probes = list(self.kv_probes)
-        if not probes:
-            return float("nan"), 0
-        c, u, n = (np.median([p[i] for p in probes]) for i in range(3))
-        return float(u - c), int(n)
+        """What the KV cache saves a step, from this stream's probes (``kv_saved``)."""
+        return kv_saved(self.kv_probes)
 
     def _uncached_step(self, enc: np.ndarray, prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """No KV cache: the parallel form over every token of the stream so far; the last token's outputs."""

@@ -29,7 +29,7 @@ from studio.audio.recognizer import RecognizerStats
 from studio.audio.ringbuffer import AudioRing
 from studio.audio.settings import MicMotionSettings, SieveSettings
 from studio.neural.engine import (FRAME_REACH, KV_PROBE_DUTY, KV_PROBE_PERIOD_S, SAMPLES_PER_FRAME, NeuralMotionEngine,
-                                  default_engine)
+                                  default_engine, kv_saved)
 from studio.presenter.coeffs import MOUTH_COEFFS
 
 log = logging.getLogger(__name__)
@@ -100,13 +100,8 @@ class NeuralMicMotionSource(SievedMicSource):
         return ms
 
     def kv_saved_ms(self) -> tuple[float, int]:
-        """(median uncached - median cached step ms of the recent probes, their median token count); nan, 0 before
-        the first (see ``MotionSession.kv_saved_ms``)."""
-        probes = list(self._kv_probes)
-        if not probes:
-            return float("nan"), 0
-        c, u, n = (np.median([p[i] for p in probes]) for i in range(3))
-        return float(u - c), int(n)
+        """What the KV cache saves a step, from the recent probes of all streams (``engine.kv_saved``)."""
+        return kv_saved(self._kv_probes)
 
     def _restart(self, sample: int) -> None:
         self._cursor = self._start = self._model_cursor = int(sample)

@@ -162,9 +162,11 @@ class ProgramMotion(MotionSource):
         out = {"model_step_ms": self._model_ms / max(1, self._model_frames - self._model_skipped),
                "model_frames_skipped": self._model_skipped, "kv_cache_bytes": self._kv_bytes}
         if self._kv_probes:  # what the KV cache saves a step, measured live (studio.neural.engine.MotionSession)
-            c, u, n = (float(np.median([p[i] for p in self._kv_probes])) for i in range(3))
-            out["kv_saved_ms_per_frame"] = (u - c) * MODEL_FPS / self.fmt.fps  # per output frame
-            out["kv_probe_tokens"] = int(n)
+            from studio.neural.engine import kv_saved
+
+            saved, tokens = kv_saved(self._kv_probes)
+            out["kv_saved_ms_per_frame"] = saved * MODEL_FPS / self.fmt.fps  # per output frame
+            out["kv_probe_tokens"] = tokens
         if eng.fingerprints is not None:
             st = eng.fingerprints.stats()
             hits, misses = max(0, st.hits - self._fp0[0]), max(0, st.misses - self._fp0[1])
