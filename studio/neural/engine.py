@@ -192,7 +192,7 @@ class NeuralMotionEngine:
         return folder
 
     def session(self, stride_mel: float | None = None, fingerprints: bool = True, kv_cache: bool = True,
-                skip_silence: bool = False, kv_probe: str = "") -> "MotionSession":
+                skip_silence: bool = False, kv_probe: str = "", kv_probes=None) -> "MotionSession":
         """A new stream; ``stride_mel``: encoder window stride in 10 ms mel frames (default the fingerprint cache's
         13.33; the live microphone uses 4, one frame, so a frame waits for no more audio than its look-ahead).
         ``fingerprints=False`` keeps the stream out of the shared cache (a live voice rarely repeats a window
@@ -202,8 +202,9 @@ class NeuralMotionEngine:
         mouth rests) and the stream starts afresh at the next speech (the silence sieve of the core).
         ``kv_probe``: with the cache on, measure live what it saves (``MotionSession.kv_saved_ms``): "inline" times
         the uncached step within ``push`` now and then, "external" only keeps its inputs for a caller's thread
-        (``probe_kv``), "" neither."""
-        return MotionSession(self, stride_mel, fingerprints, kv_cache, skip_silence, kv_probe)
+        (``probe_kv``), "" neither; the probes go into ``kv_probes`` (a caller's deque, kept across its streams) or
+        the session's own."""
+        return MotionSession(self, stride_mel, fingerprints, kv_cache, skip_silence, kv_probe, kv_probes)
 
     def motion(self, audio: np.ndarray) -> NeuralMotion:
         """Whole 16 kHz mono float32 recording -> 25 fps motion, ceil(N / 640) frames."""
@@ -230,22 +231,25 @@ class MotionSession:
     """One stream: feed audio as it comes, get frames as soon as their look-ahead has arrived."""
 
     def __init__(self, engine: NeuralMotionEngine, stride_mel: float | None = None, fingerprints: bool = True,
-                 kv_cache: bool = True, skip_silence: bool = False, kv_probe: str = "") -> None:
+                 kv_cache: bool = True, skip_silence: bool = False, kv_probe: str = "", kv_probes=None) -> None:
         self.engine = engine
         self.kv_cache = kv_cache
-        # the live KV-cache probe (``kv_probe``): the stream's last KV_PROBE_TOKENS step inputs and recent cached
-        # step times kept; (cached ms, uncached ms, tokens) of each probe
+        # the live KV-cache probe (``kv_probe``): recent cached step times kept; (cached ms, uncached ms, tokens) of
+        # each probe into ``kv_probes``
         self._probe = kv_probe if kv_cache else ""
-        self._probe_hist: collections.deque = collections.deque(maxlen=KV_PROBE_TOKENS)
         self._cached_ms: collections.deque[float] = collections.deque(maxlen=256)
         self._probe_next = int(KV_PROBE_PERIOD_S * FPS)  # inline: the step of the next probe
-        self.kv_probes: collections.deque[tuple[float, float, int]] = collections.deque(maxlen=64)
+        self.kv_probes: collections.deque[tuple[float, float, int]] = (
+            kv_probes if kv_probes is not None else collections.deque(maxlen=64))
         self.kv_probe_count = 0
         self.skip_silence = skip_silence and engine.settings.vad_gate
         self.frames_skipped = 0  # silent frames on which the model did no work (skip_silence)
         self.step_ms_total = 0.0  # time inside the model's steps
         self.steps = 0
-        self._history: list[tuple[np.ndarray, np.ndarray]] = []  # kv_cache=False: (token, prev) of every step
+        # (token, prev) of the steps the uncached form reads: every step without the cache; the last KV_PROBE_TOKENS
+        # for the probe with it
+        self._history: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque(
+            maxlen=KV_PROBE_TOKENS if kv_cache else None)
         self._fingerprints = engine.fingerprints if fingerprints else None
         self._stride = STRIDE_MS / 10.0 if stride_mel is None else float(stride_mel)
         if not 1 <= self._stride <= WINDOW_MEL - ENC_RECEPTIVE_FIELD + 1:
@@ -314,7 +318,6 @@ class MotionSession:
                 self._prev = np.zeros(len(self._prev), np.float32)
                 self._state = self.engine.backend.initial_state(self.engine.settings.cache_dtype)
                 self._history.clear()
-                self._probe_hist.clear()
                 lg = np.full(16, -30.0, np.float32)
                 lg[_SIL] = 0.0
                 vis.append(_SIL)
@@ -359,7 +362,7 @@ class MotionSession:
         return m, np.asarray(vis, np.int64)
 
     def _keep_probe_input(self, enc: np.ndarray, prev: np.ndarray, cached_ms: float) -> None:
-        self._probe_hist.append((np.asarray(enc, np.float32).reshape(-1), np.asarray(prev, np.float32).reshape(-1)))
+        self._remember(enc, prev)
         self._cached_ms.append(cached_ms)
         if self._probe == "inline" and self.steps >= self._probe_next:  # on the stream's clock: offline too
             ms = self.probe_kv(self.kv_probe_inputs())
@@ -367,12 +370,10 @@ class MotionSession:
 
     def kv_probe_inputs(self):
         """A copy of what the uncached step would read now: (1 x N x 8C, 1 x N x 5 tensors, median cached step ms),
-        or None before the first step."""
-        if not self._probe_hist:
+        or None without a probe or before the first step."""
+        if not self._probe or not self._history:
             return None
-        feats = torch.from_numpy(np.stack([h[0] for h in self._probe_hist]))[None]
-        prevs = torch.from_numpy(np.stack([h[1] for h in self._probe_hist]))[None]
-        return feats, prevs, float(np.median(self._cached_ms))
+        return *self._stacked_history(), float(np.median(self._cached_ms))
 
     def probe_kv(self, inputs) -> float:
         """Time the uncached step on ``kv_probe_inputs()`` (from any thread), keep the pair, return its ms. Callers
@@ -392,11 +393,19 @@ class MotionSession:
         """What the KV cache saves a step, from this stream's probes (``kv_saved``)."""
         return kv_saved(self.kv_probes)
 
+    def _remember(self, enc: np.ndarray, prev: np.ndarray) -> None:
+        self._history.append((np.asarray(enc, np.float32).reshape(-1), np.asarray(prev, np.float32).reshape(-1)))
+
+    def _stacked_history(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kept steps' tokens and previous outputs: 1 x N x 8C, 1 x N x 5."""
+        feats = torch.from_numpy(np.stack([h[0] for h in self._history]))[None]
+        prevs = torch.from_numpy(np.stack([h[1] for h in self._history]))[None]
+        return feats, prevs
+
     def _uncached_step(self, enc: np.ndarray, prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """No KV cache: the parallel form over every token of the stream so far; the last token's outputs."""
-        self._history.append((np.asarray(enc, np.float32).reshape(-1), np.asarray(prev, np.float32).reshape(-1)))
-        feats = torch.from_numpy(np.stack([h[0] for h in self._history]))[None]  # 1 x N x 8C
-        prevs = torch.from_numpy(np.stack([h[1] for h in self._history]))[None]  # 1 x N x 5
+        self._remember(enc, prev)
+        feats, prevs = self._stacked_history()
         with torch.inference_mode():
             y, logits = self.engine.model.motion(feats, prevs)
         return y[0, -1].numpy(), logits[0, -1].numpy()

@@ -92,12 +92,8 @@ class NeuralMicMotionSource(SievedMicSource):
         what the KV_CACHE flag saves; ``kv_saved_ms``); returns the probe's ms (0: nothing to probe)."""
         with self._lock:
             s = self._session
-            inputs = s.kv_probe_inputs() if s.kv_cache else None
-        if inputs is None:
-            return 0.0
-        ms = s.probe_kv(inputs)  # outside the lock: the model's frames go on meanwhile
-        self._kv_probes.append(s.kv_probes[-1])
-        return ms
+            inputs = s.kv_probe_inputs()
+        return s.probe_kv(inputs)  # outside the lock: the model's frames go on meanwhile
 
     def kv_saved_ms(self) -> tuple[float, int]:
         """What the KV cache saves a step, from the recent probes of all streams (``engine.kv_saved``)."""
@@ -106,7 +102,8 @@ class NeuralMicMotionSource(SievedMicSource):
     def _restart(self, sample: int) -> None:
         self._cursor = self._start = self._model_cursor = int(sample)
         self._session = self.engine.session(stride_mel=_STRIDE_MEL, fingerprints=False, kv_cache=self.kv_cache,
-                                            skip_silence=self.skip_silence, kv_probe="external")
+                                            skip_silence=self.skip_silence, kv_probe="external",
+                                            kv_probes=self._kv_probes)
         self._mouth: collections.deque[np.ndarray] = collections.deque(maxlen=_KEEP_FRAMES)
         self._first_kept = 0  # session frame index of self._mouth[0]
 

@@ -82,7 +82,8 @@ class ProgramMotion(MotionSource):
         elif self.audio_engine is AudioEngine.NEURAL and self._neural_engine() is not None:
             session = self._neural.session(fingerprints=Optimization.AUDIO_CACHE in opts,
                                            kv_cache=Optimization.KV_CACHE in opts,
-                                           skip_silence=Optimization.SILENCE_SIEVE in opts, kv_probe="inline")
+                                           skip_silence=Optimization.SILENCE_SIEVE in opts, kv_probe="inline",
+                                           kv_probes=self._kv_probes)
             return _NeuralTrack(session, item.analysis_audio, self.fmt.fps, n)
         else:
             from studio.audio.recognizer import recognize_file_phones
@@ -198,7 +199,6 @@ class _NeuralTrack:
         self.flushed = False
         self._ms = 0.0
         self._skipped = 0
-        self._probes = 0
 
     def row(self, r: int, owner: "ProgramMotion") -> np.ndarray:
         while r >= self.ready and self._advance(owner):
@@ -221,10 +221,6 @@ class _NeuralTrack:
         owner._model_ms += s.step_ms_total - self._ms
         owner._model_skipped += s.frames_skipped - self._skipped
         self._ms, self._skipped = s.step_ms_total, s.frames_skipped
-        new = s.kv_probe_count - self._probes
-        if new > 0:
-            owner._kv_probes.extend(list(s.kv_probes)[-new:])
-            self._probes = s.kv_probe_count
         owner._kv_bytes = s.cache_nbytes() if s.kv_cache else float(
             sum(a.nbytes + b.nbytes for a, b in s._history))
         k = self.base + len(self.model)  # model frames so far
