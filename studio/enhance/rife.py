@@ -80,6 +80,16 @@ class IFNet(nn.Module):
 
     def forward(self, img0: torch.Tensor, img1: torch.Tensor, t: float | torch.Tensor = 0.5) -> torch.Tensor:
         """N x 3 x H x W in 0..1 (H, W multiples of 64) -> N x 3 x H x W; ``t`` one time for all, or one per pair."""
+        return self._estimate(img0, img1, t)[0]
+
+    def flows(self, img0: torch.Tensor, img1: torch.Tensor, t: float | torch.Tensor = 0.5
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """As ``forward``, but what it blends with: N x 4 x H x W flows in pixels (time t to img0, to img1) and the
+        N x 1 x H x W weight of img0's warp (after the sigmoid)."""
+        _, flow, mask = self._estimate(img0, img1, t)
+        return flow, torch.sigmoid(mask)
+
+    def _estimate(self, img0, img1, t):
         if isinstance(t, torch.Tensor):
             ts = t.to(img0.dtype).view(-1, 1, 1, 1).expand_as(img0[:, :1])
         else:
@@ -91,7 +101,7 @@ class IFNet(nn.Module):
             flow, mask = flow + f, mask + m
             w0, w1 = warp(img0, flow[:, :2]), warp(img1, flow[:, 2:4])
         a = torch.sigmoid(mask)
-        return w0 * a + w1 * (1 - a)
+        return w0 * a + w1 * (1 - a), flow, mask
 
 
 def weights_path() -> Path:
@@ -165,3 +175,27 @@ class RifeInterpolator:
         if isinstance(t, torch.Tensor):
             t = t.to(self.device)
         return (self.net(a, b, t)[..., :h, :w].float() * 255.0).clamp(0, 255)
+
+    @torch.inference_mode()
+    def between_large(self, frame0: torch.Tensor, frame1: torch.Tensor, large0: torch.Tensor, large1: torch.Tensor,
+                      t: float | torch.Tensor) -> torch.Tensor:
+        """The in-betweens of ``between`` made at the size of ``large0`` / ``large1`` (the keyframes upscaled, N x 3
+        x H' x W', 0..255): the flows and the blend weight come from the frames as generated (their size), are
+        resized to the large size and warp the large keyframes there, as RIFE itself does for large inputs (its
+        flows at a fraction of the size). The warp and blend run in float32: half precision would put the sampling
+        grid up to half a pixel off at 1080 px. Returns N x 3 x H' x W' float 0..255."""
+        h, w = frame0.shape[-2:]
+        ph, pw = (-h) % _PAD, (-w) % _PAD
+        a = F.pad(frame0.to(self.device, self.dtype) / 255.0, (0, pw, 0, ph), mode="replicate")
+        b = F.pad(frame1.to(self.device, self.dtype) / 255.0, (0, pw, 0, ph), mode="replicate")
+        if isinstance(t, torch.Tensor):
+            t = t.to(self.device)
+        flow, weight = self.net.flows(a, b, t)
+        big_h, big_w = large0.shape[-2:]
+        size = (big_h, big_w)
+        flow = F.interpolate(flow[..., :h, :w].float(), size=size, mode="bilinear", align_corners=False)
+        flow = flow * flow.new_tensor([big_w / w, big_h / h, big_w / w, big_h / h]).view(1, 4, 1, 1)
+        weight = F.interpolate(weight[..., :h, :w].float(), size=size, mode="bilinear", align_corners=False)
+        w0 = warp(large0.to(self.device, torch.float32), flow[:, :2])
+        w1 = warp(large1.to(self.device, torch.float32), flow[:, 2:4])
+        return torch.lerp(w1, w0, weight).clamp(0, 255)

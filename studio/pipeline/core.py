@@ -506,16 +506,18 @@ class Core:
             ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             ev0.record(stream)
         key_mask = getattr(chunk, "_key_mask", None)
+        p = self.fmt.presenter_px
         if key_mask is not None:
             if self._flow is None:
                 from studio.pipeline.post import FlowFill
 
                 self._flow = FlowFill(str(self.device))
             before = self._flow.frames_interpolated
+            # the keyframes alone are upscaled; the in-betweens are made at the presenter's size from their flows
+            large = self._upscaler(p).process(frames, chunk) if frames.shape[-1] != p else None
             frames = self._flow.fill(frames, key_mask, restart=getattr(chunk, "_restart", True),
-                                     graphs=O.CUDA_GRAPHS in chunk.optimizations)
+                                     graphs=O.CUDA_GRAPHS in chunk.optimizations, large=large)
             self.frames_interpolated += self._flow.frames_interpolated - before
-        p = self.fmt.presenter_px
         if frames.shape[-1] != p:
             frames = self._upscaler(p).process(frames, chunk)
         if self.fmt.layout is Layout.CANVAS:

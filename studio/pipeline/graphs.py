@@ -72,3 +72,40 @@ def graphed(fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda
     g = Graphed(fn, examples, stream, pool=pool, thread_local=thread_local)
     g.compiled = False
     return g
+
+
+class GraphSet:
+    """``fn`` as CUDA graphs of every batch size up to ``max_batch``, made on first use: a call of N rows replays the
+    ``max_batch`` graph for each whole batch and the graph of the remainder's size for the rest, so no row is padded
+    (a padded row costs what a real one does). The graphs share one memory pool; they replay one after another.
+
+    ``examples(n)``: the inputs to capture a graph of batch ``n`` with."""
+
+    def __init__(self, fn: Callable, examples: Callable[[int], tuple[torch.Tensor, ...]], device: torch.device,
+                 max_batch: int) -> None:
+        self.fn = fn
+        self.examples = examples
+        self.max_batch = max_batch
+        self.stream = torch.cuda.Stream(device)
+        self.pool = torch.cuda.graph_pool_handle()
+        self.graphs: dict[int, Graphed] = {}
+
+    def _graph(self, n: int) -> Graphed:
+        g = self.graphs.get(n)
+        if g is None:
+            g = self.graphs[n] = Graphed(self.fn, self.examples(n), self.stream, pool=self.pool, thread_local=True)
+        return g
+
+    def __call__(self, *inputs: torch.Tensor):
+        n = inputs[0].shape[0]
+        whole = n - n % self.max_batch
+        parts = []
+        if whole:
+            parts.append(self._graph(self.max_batch)(*[x[:whole] for x in inputs]))
+        if n > whole:
+            parts.append(self._graph(n - whole)(*[x[whole:] for x in inputs]))
+        if len(parts) == 1:
+            return parts[0]
+        if isinstance(parts[0], tuple):
+            return tuple(torch.cat(p) for p in zip(*parts))
+        return torch.cat(parts)

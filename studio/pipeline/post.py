@@ -50,8 +50,7 @@ class Upscaler(PostProcessor):
         self.route = route
         self._span = None
         self.note = ""
-        self._graphs: dict = {}  # input shape -> Graphed SPAN (CUDA_GRAPHS)
-        self._stream = None
+        self._graphs: dict = {}  # input shape -> SPAN's CUDA graphs (CUDA_GRAPHS)
 
     def open(self, fmt: ProgramFormat, device: str) -> None:
         super().open(fmt, device)
@@ -83,18 +82,18 @@ class Upscaler(PostProcessor):
 
 
     def _span_call(self, x: torch.Tensor, chunk: Chunk | None) -> torch.Tensor:
-        """SPAN, replayed as a CUDA graph (batch ``GRAPH_BATCH``) when the chunk runs with CUDA graphs."""
+        """SPAN, replayed as CUDA graphs (up to ``GRAPH_BATCH`` frames a replay) when the chunk runs with CUDA
+        graphs."""
         if not (_graphs_on(chunk) and x.is_cuda):
             return self._span(x)
         key = tuple(x.shape[1:])
         g = self._graphs.get(key)
         if g is None:
-            from studio.pipeline.graphs import Graphed
+            from studio.pipeline.graphs import GraphSet
 
-            if self._stream is None:
-                self._stream = torch.cuda.Stream(x.device)
-            example = x[:1].repeat(GRAPH_BATCH, 1, 1, 1)
-            g = self._graphs[key] = Graphed(self._span, (example,), self._stream, thread_local=True)
+            example = x[:1]
+            g = self._graphs[key] = GraphSet(self._span, lambda n: (example.repeat(n, 1, 1, 1),), x.device,
+                                             GRAPH_BATCH)
         return g(x)
 
 
@@ -107,12 +106,20 @@ def _graphs_on(chunk: Chunk | None) -> bool:
     return chunk is not None and Optimization.CUDA_GRAPHS in chunk.optimizations
 
 
+# RIFE's flows come from keyframes no larger than this (shrunk by a whole factor), which then warp the full-size keys:
+# at 1080 px, flows from the keys at 270 px matched the true frames as well as RIFE at 1080 did (results/cpu/s20)
+FLOW_MAX_PX = 320
+
+
 class FlowFill:
     """RIFE between consecutive generated keyframes: fills the slots a flow-interpolating generator left out.
 
     ``fill(keys, key_mask, restart)``: ``keys`` are the chunk's generated frames (at the True positions of
     ``key_mask``, whose last entry is always True); returns every slot's frame. The last keyframe of a chunk is kept
-    for the next one (``restart`` drops it: a new program item, or skipped slots)."""
+    for the next one (``restart`` drops it: a new program item, or skipped slots). With ``large`` (the keys upscaled)
+    the in-betweens are made at the large size from the generated keys' flows (``RifeInterpolator.between_large``):
+    the upscaler then runs on the keyframes alone. Keys larger than ``FLOW_MAX_PX`` are their own ``large``: the
+    flows come from a shrunk copy."""
 
     def __init__(self, device: str, batch: int = 8) -> None:
         from studio.enhance.rife import RifeInterpolator
@@ -120,47 +127,71 @@ class FlowFill:
         self.rife = RifeInterpolator(device, half=str(device).startswith("cuda"))
         self.batch = batch  # in-betweens per RIFE call (bounds the memory at large sizes)
         self._last: torch.Tensor | None = None
+        self._last_large: torch.Tensor | None = None
         self.frames_interpolated = 0
-        self._graphs: dict = {}  # frame shape -> Graphed RIFE at ``batch`` pairs (CUDA_GRAPHS)
-        self._stream = None
+        self._graphs: dict = {}  # frame shapes -> RIFE's CUDA graphs, up to ``batch`` pairs a replay (CUDA_GRAPHS)
 
-    def _between(self, a: torch.Tensor, b: torch.Tensor, t: torch.Tensor, graphs: bool) -> torch.Tensor:
+    def _between(self, a: torch.Tensor, b: torch.Tensor, t: torch.Tensor, graphs: bool,
+                 large: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        fn = self.rife.between if large is None else self.rife.between_large
+        args = (a, b) if large is None else (a, b, *large)
         if not (graphs and a.is_cuda):
-            return self.rife.between(a, b, t)
-        key = (tuple(a.shape[1:]), a.dtype)
+            return fn(*args, t)
+        key = tuple((tuple(x.shape[1:]), x.dtype) for x in args)
         g = self._graphs.get(key)
         if g is None:
-            from studio.pipeline.graphs import Graphed
+            from studio.pipeline.graphs import GraphSet
 
-            if self._stream is None:
-                self._stream = torch.cuda.Stream(a.device)
-            ex = (a[:1].repeat(self.batch, 1, 1, 1), b[:1].repeat(self.batch, 1, 1, 1),
-                  torch.full((self.batch,), 0.5, device=a.device))
-            g = self._graphs[key] = Graphed(self.rife.between, ex, self._stream, thread_local=True)
-        return g(a, b, t.to(a.device))
+            ex = tuple(x[:1] for x in args)
+            g = self._graphs[key] = GraphSet(
+                fn, lambda n: tuple(x.repeat(n, 1, 1, 1) for x in ex) + (torch.full((n,), 0.5, device=a.device),),
+                a.device, self.batch)
+        return g(*args, t.to(a.device))
 
     @torch.inference_mode()
-    def fill(self, keys: torch.Tensor, key_mask: np.ndarray, restart: bool, graphs: bool = False) -> torch.Tensor:
-        """``graphs``: RIFE replayed as a CUDA graph (the chunk runs with CUDA_GRAPHS)."""
+    def fill(self, keys: torch.Tensor, key_mask: np.ndarray, restart: bool, graphs: bool = False,
+             large: torch.Tensor | None = None) -> torch.Tensor:
+        """``graphs``: RIFE replayed as a CUDA graph (the chunk runs with CUDA_GRAPHS). ``large``: the keys upscaled
+        (one per key): every slot's frame is then returned at their size."""
         if restart:
-            self._last = None
+            self._last = self._last_large = None
+        if large is None and keys.shape[-1] > FLOW_MAX_PX:  # frames made large (a face-pasting engine's)
+            k = math.ceil(keys.shape[-1] / FLOW_MAX_PX)
+            large = keys
+            keys = F.interpolate(keys, size=(keys.shape[-2] // k, keys.shape[-1] // k), mode="area")
         t = len(key_mask)
-        out = torch.empty((t, *keys.shape[1:]), device=keys.device, dtype=keys.dtype)
+        ref = keys if large is None else large
+        out = torch.empty((t, *ref.shape[1:]), device=ref.device, dtype=torch.float32 if large is not None
+                          else ref.dtype)
         key_idx = np.flatnonzero(key_mask)
-        out[key_idx] = keys
+        out[key_idx] = ref.to(out.dtype)
+        lo = None  # the generated keys by slot (their flows) where the in-betweens are made large
+        if large is not None:
+            lo = torch.empty((t, *keys.shape[1:]), device=keys.device, dtype=keys.dtype)
+            lo[key_idx] = keys
+            if self._last is not None and self._last_large is None:
+                self._last = None  # the last chunk ran without ``large``: no large frame to warp from
         anchors = ([-1] if self._last is not None else []) + list(key_idx)
         pairs = [(k0, k1, i) for k0, k1 in zip(anchors[:-1], anchors[1:]) for i in range(k0 + 1, k1)]
+        src = out if lo is None else lo
         for j in range(0, len(pairs), self.batch):  # every in-between of the chunk, a batch of pairs per call
             part = pairs[j:j + self.batch]
-            a = torch.cat([self._last if k0 < 0 else out[k0:k0 + 1] for k0, _, _ in part])
-            b = torch.cat([out[k1:k1 + 1] for _, k1, _ in part])
+            a = torch.cat([self._last if k0 < 0 else src[k0:k0 + 1] for k0, _, _ in part])
+            b = torch.cat([src[k1:k1 + 1] for _, k1, _ in part])
+            big = None
+            if lo is not None:
+                big = (torch.cat([self._last_large if k0 < 0 else out[k0:k0 + 1] for k0, _, _ in part]),
+                       torch.cat([out[k1:k1 + 1] for _, k1, _ in part]))
             t = torch.tensor([(i - k0) / (k1 - k0) for k0, k1, i in part], dtype=torch.float32)
-            out[[i for _, _, i in part]] = self._between(a, b, t, graphs).to(out.dtype)
+            out[[i for _, _, i in part]] = self._between(a, b, t, graphs, big).to(out.dtype)
             self.frames_interpolated += len(part)
         if not key_mask[0] and self._last is None:  # nothing to interpolate from: hold the first keyframe
             first = int(key_idx[0])
             out[:first] = out[first:first + 1]
-        self._last = out[-1:].clone()
+            if lo is not None:
+                lo[:first] = lo[first:first + 1]
+        self._last = (out if lo is None else lo)[-1:].clone()
+        self._last_large = out[-1:].clone() if lo is not None else None
         return out
 
 

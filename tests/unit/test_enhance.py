@@ -184,6 +184,80 @@ def test_flow_fill_batches_every_in_between_of_a_chunk_and_keeps_their_times():
     assert d2 < d3
 
 
+def test_rife_in_betweens_at_a_larger_size_follow_the_flow_of_the_generated_frames():
+    """``between_large``: flows from the frames as generated warp their upscaled copies. With the same frames as the
+    large ones it is ``between`` (the blend in float32); at 4x the size its in-between is the 4x copy of the motion:
+    nearer the true moved pattern at the large size than either keyframe is."""
+    from studio.enhance.rife import RifeInterpolator
+
+    rife = RifeInterpolator("cpu")
+
+    def pattern(size: int, shift: float) -> torch.Tensor:  # a smooth pattern moving right, shift in small pixels
+        k = size / 64
+        y, x = torch.meshgrid(torch.arange(size) / k, torch.arange(size) / k, indexing="ij")
+        return (127 + 100 * torch.sin((x - shift) / 6) * torch.cos(y / 9)).expand(1, 3, size, size)
+
+    a, b = pattern(64, 0), pattern(64, 4)
+    assert float((rife.between(a, b, 0.5) - rife.between_large(a, b, a, b, 0.5)).abs().max()) < 0.05
+    big = rife.between_large(a, b, pattern(256, 0), pattern(256, 4), torch.tensor([0.5]))
+    assert big.shape == (1, 3, 256, 256)
+    truth = pattern(256, 2)[..., 16:-16, 16:-16]
+    err = (big[..., 16:-16, 16:-16] - truth).abs().mean()
+    assert err < 0.3 * (pattern(256, 0)[..., 16:-16, 16:-16] - truth).abs().mean()
+
+
+def test_flow_fill_at_the_large_size_keeps_the_upscaled_keys_and_carries_them():
+    """With ``large`` the chunk's frames come back at the large size: its keyframes exactly, the in-betweens between
+    them, and the last large keyframe carried into the next chunk."""
+    from studio.pipeline.post import FlowFill
+
+    y, x = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
+
+    def frame(shift: float) -> torch.Tensor:
+        return (127 + 100 * torch.sin((x - shift) / 6) * torch.cos(y / 9)).expand(1, 3, 32, 32)
+
+    def up(f: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.interpolate(f, scale_factor=2, mode="bicubic", align_corners=False)
+
+    ff = FlowFill("cpu")
+    keys1, keys2 = torch.cat([frame(1), frame(4)]), torch.cat([frame(6)])
+    out1 = ff.fill(keys1, np.array([False, True, False, False, True]), restart=True, large=up(keys1))
+    out2 = ff.fill(keys2, np.array([False, True]), restart=False, large=up(keys2))
+    assert out1.shape == (5, 3, 64, 64) and out2.shape == (2, 3, 64, 64)
+    assert torch.equal(out1[4], up(keys1)[1]) and torch.equal(out2[1], up(keys2)[0])
+    assert torch.equal(out1[0], out1[1])  # nothing before the first key: held
+    assert ff.frames_interpolated == 3
+    # slot 0 of the second chunk lies between the carried large key (frame 4) and frame 6
+    d_prev, d_next = (out2[0] - up(frame(4))[0]).abs().mean(), (out2[0] - up(frame(6))[0]).abs().mean()
+    assert 0 < d_prev and 0 < d_next and (out2[0] - up(frame(5))[0]).abs().mean() < min(d_prev, d_next)
+
+
+def test_flow_fill_takes_the_flows_of_large_keys_from_a_shrunk_copy(monkeypatch):
+    """Keys larger than FLOW_MAX_PX (a face-pasting engine's 1080-px frames) keep their size; RIFE sees them shrunk by
+    a whole factor, and its flows warp the full-size keys."""
+    import studio.pipeline.post as post
+    from studio.enhance.rife import RifeInterpolator
+
+    monkeypatch.setattr(post, "FLOW_MAX_PX", 48)  # small frames for the CPU: 128 px keys, flows from 42 px
+    seen = []
+    real = RifeInterpolator.between_large
+
+    def spy(self, f0, f1, l0, l1, t):
+        seen.append((tuple(f0.shape[-2:]), tuple(l0.shape[-2:])))
+        return real(self, f0, f1, l0, l1, t)
+
+    monkeypatch.setattr(RifeInterpolator, "between_large", spy)
+    y, x = torch.meshgrid(torch.arange(128.0) / 2, torch.arange(128.0) / 2, indexing="ij")
+
+    def frame(shift: float) -> torch.Tensor:
+        return (127 + 100 * torch.sin((x - shift) / 6) * torch.cos(y / 9)).expand(1, 3, 128, 128)
+
+    out = post.FlowFill("cpu").fill(torch.cat([frame(0), frame(4)]), np.array([True, False, True]), restart=True)
+    assert out.shape == (3, 3, 128, 128) and seen == [((42, 42), (128, 128))]
+    err = (out[1] - frame(2)[0])[..., 16:-16, 16:-16].abs().mean()
+    assert err < 0.3 * (frame(0)[0] - frame(2)[0])[..., 16:-16, 16:-16].abs().mean()
+
+
 def test_span_lands_on_the_target_size_from_a_larger_frame():
     """The pyramidal 288 px frames to the 1080 presenter: resized to 270 first, SPAN x4 makes 1080 (no full-size
     resize after SPAN); a frame smaller than a quarter of the target goes to SPAN as it is."""
