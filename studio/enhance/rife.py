@@ -194,7 +194,8 @@ class RifeInterpolator:
         big_h, big_w = large0.shape[-2:]
         size = (big_h, big_w)
         flow = F.interpolate(flow[..., :h, :w].float(), size=size, mode="bilinear", align_corners=False)
-        flow = flow * flow.new_tensor([big_w / w, big_h / h, big_w / w, big_h / h]).view(1, 4, 1, 1)
+        flow[:, 0::2] *= big_w / w  # x components (to img0, to img1)
+        flow[:, 1::2] *= big_h / h
         weight = F.interpolate(weight[..., :h, :w].float(), size=size, mode="bilinear", align_corners=False)
         w0 = warp(large0.to(self.device, torch.float32), flow[:, :2])
         w1 = warp(large1.to(self.device, torch.float32), flow[:, 2:4])
