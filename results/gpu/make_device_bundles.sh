@@ -6,8 +6,9 @@
 #                                  less the model files the studio never reads
 #   .whl/av/site_av.tar.xz         PyAV 18.1.0
 #   .whl/dif/site_dif.tar.xz       diffusers 0.42.1, torchao 0.18.0 (the Wan engine's fp8 DiT linears);
-#                                  .whl/dif/rife4.pt   RIFE's weights (calls B and C copy them into
-#                                  .gpu_home there: call A, with PyAV, has no room for them under 64 MiB)
+#                                  .whl/dif/rife4_fp16.pt   RIFE's weights in fp16 (the post stage runs RIFE in
+#                                  fp16 on CUDA: the same numbers there; half the bytes of the 64 MiB a call
+#                                  carries); restore_rife.py writes them into .gpu_home there
 # Both folders are ignored (.git/info/exclude) and named in `carry`. Usage: bash results/gpu/make_device_bundles.sh
 set -euo pipefail
 grep -qs '^/.gpu_home/' .git/info/exclude || { mkdir -p .git/info; printf '/.gpu_home/\n/.whl/\n' >> .git/info/exclude; }
@@ -44,8 +45,11 @@ from studio.presenter.anchor import build_anchor
 
 build_anchor()
 build_anchor(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg")
+import torch
 rife = cache_weights()
-shutil.move(rife, ".whl/dif/rife4.pt")  # call A has no room for it: calls B and C copy it back
+state = torch.load(rife, map_location="cpu", weights_only=True)
+torch.save({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, ".whl/dif/rife4_fp16.pt")
+rife.unlink()
 load_span()  # converts the ncnn wheel's SPAN into the cache
 save_program(build_program(20.0), Path(".gpu_home/bench_program.npz"))
 import importlib.util

@@ -356,6 +356,17 @@ class Core:
             want_yuv = O.GPU_ENCODE in opts and any(o.wants_yuv for o in self.outputs())
             with torch.inference_mode():
                 self._post_graph(torch.zeros((1, 3, p, p), device=self.device), want_yuv)
+                # SPAN's and RIFE's graphs, each batch size, for the sizes each form generates at
+                flow = O.FRAME_INTERPOLATION in opts and self.pool.info.interpolation is InterpolationKind.FLOW
+                for px in sorted({self.pool.size_for(pyramidal) for pyramidal, _ in forms}):
+                    if px != p:
+                        self._upscaler(p).warm(px, self.device)
+                    if flow:
+                        if self._flow is None:
+                            from studio.pipeline.post import FlowFill
+
+                            self._flow = FlowFill(str(self.device))
+                        self._flow.warm(px, p if px != p else None, self.device)
 
     # -- stage A ----------------------------------------------------------------------------------------------------
 

@@ -75,14 +75,18 @@ def graphed(fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda
 
 
 class GraphSet:
-    """``fn`` as CUDA graphs of every batch size up to ``max_batch``, made on first use: a call of N rows replays the
-    ``max_batch`` graph for each whole batch and the graph of the remainder's size for the rest, so no row is padded
-    (a padded row costs what a real one does). The graphs share one memory pool; they replay one after another.
+    """``fn`` as CUDA graphs of the batch sizes 1, 2, 4 ... ``max_batch`` (a power of two): a call of N rows replays
+    the ``max_batch`` graph for each whole batch and the graphs of the remainder's binary digits for the rest (5 rows:
+    4 + 1), so no row is padded (a padded row costs what a real one does). Graphs are made on first use, or all by
+    ``capture_all`` (the core's ``warm``: no capture inside timed or on-air frames). They share one memory pool and
+    replay one after another.
 
     ``examples(n)``: the inputs to capture a graph of batch ``n`` with."""
 
     def __init__(self, fn: Callable, examples: Callable[[int], tuple[torch.Tensor, ...]], device: torch.device,
                  max_batch: int) -> None:
+        if max_batch < 1 or max_batch & (max_batch - 1):
+            raise ValueError(f"max_batch must be a power of two, got {max_batch}")
         self.fn = fn
         self.examples = examples
         self.max_batch = max_batch
@@ -96,14 +100,23 @@ class GraphSet:
             g = self.graphs[n] = Graphed(self.fn, self.examples(n), self.stream, pool=self.pool, thread_local=True)
         return g
 
+    def sizes(self) -> list[int]:
+        return [1 << i for i in range(self.max_batch.bit_length())]
+
+    def capture_all(self) -> None:
+        for n in self.sizes():
+            self._graph(n)
+
     def __call__(self, *inputs: torch.Tensor):
         n = inputs[0].shape[0]
         whole = n - n % self.max_batch
-        parts = []
-        if whole:
-            parts.append(self._graph(self.max_batch)(*[x[:whole] for x in inputs]))
-        if n > whole:
-            parts.append(self._graph(n - whole)(*[x[whole:] for x in inputs]))
+        spans = [(0, whole, self.max_batch)] if whole else []
+        start = whole
+        for size in reversed(self.sizes()[:-1]):
+            if (n - whole) & size:
+                spans.append((start, start + size, size))
+                start += size
+        parts = [self._graph(size)(*[x[a:b] for x in inputs]) for a, b, size in spans]
         if len(parts) == 1:
             return parts[0]
         if isinstance(parts[0], tuple):

@@ -81,23 +81,34 @@ class Upscaler(PostProcessor):
         return x
 
 
-    def _span_call(self, x: torch.Tensor, chunk: Chunk | None) -> torch.Tensor:
-        """SPAN, replayed as CUDA graphs (up to ``GRAPH_BATCH`` frames a replay) when the chunk runs with CUDA
-        graphs."""
-        if not (_graphs_on(chunk) and x.is_cuda):
-            return self._span(x)
+    def warm(self, in_px: int, device: torch.device) -> None:
+        """Capture SPAN's CUDA graphs for frames of ``in_px`` (every batch size a chunk may bring), as ``process``
+        would make them on first use."""
+        if self._span is None or in_px * 2 > self.target_px:
+            return
+        q = -(-self.target_px // self._span.scale)
+        self._graph_set(torch.zeros((1, 3, min(q, in_px), min(q, in_px)), device=device)).capture_all()
+
+    def _graph_set(self, x: torch.Tensor):
         key = tuple(x.shape[1:])
         g = self._graphs.get(key)
         if g is None:
             from studio.pipeline.graphs import GraphSet
 
-            example = x[:1]
+            example = x[:1].clone()
             g = self._graphs[key] = GraphSet(self._span, lambda n: (example.repeat(n, 1, 1, 1),), x.device,
                                              GRAPH_BATCH)
-        return g(x)
+        return g
+
+    def _span_call(self, x: torch.Tensor, chunk: Chunk | None) -> torch.Tensor:
+        """SPAN, replayed as CUDA graphs (up to ``GRAPH_BATCH`` frames a replay) when the chunk runs with CUDA
+        graphs."""
+        if not (_graphs_on(chunk) and x.is_cuda):
+            return self._span(x)
+        return self._graph_set(x)(x)
 
 
-GRAPH_BATCH = 8  # frames per replay of the post stage's graphed networks (SPAN, RIFE): bounds their memory
+GRAPH_BATCH = 8  # most frames a replay of the post stage's graphed networks (SPAN, RIFE): bounds their memory
 
 
 def _graphs_on(chunk: Chunk | None) -> bool:
@@ -133,20 +144,34 @@ class FlowFill:
 
     def _between(self, a: torch.Tensor, b: torch.Tensor, t: torch.Tensor, graphs: bool,
                  large: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        fn = self.rife.between if large is None else self.rife.between_large
         args = (a, b) if large is None else (a, b, *large)
         if not (graphs and a.is_cuda):
-            return fn(*args, t)
+            return (self.rife.between if large is None else self.rife.between_large)(*args, t)
+        return self._graph_set(args)(*args, t.to(a.device))
+
+    def _graph_set(self, args: tuple[torch.Tensor, ...]):
         key = tuple((tuple(x.shape[1:]), x.dtype) for x in args)
         g = self._graphs.get(key)
         if g is None:
             from studio.pipeline.graphs import GraphSet
 
-            ex = tuple(x[:1] for x in args)
+            fn = self.rife.between if len(args) == 2 else self.rife.between_large
+            ex = tuple(x[:1].clone() for x in args)
+            dev = args[0].device
             g = self._graphs[key] = GraphSet(
-                fn, lambda n: tuple(x.repeat(n, 1, 1, 1) for x in ex) + (torch.full((n,), 0.5, device=a.device),),
-                a.device, self.batch)
-        return g(*args, t.to(a.device))
+                fn, lambda n: tuple(x.repeat(n, 1, 1, 1) for x in ex) + (torch.full((n,), 0.5, device=dev),),
+                dev, self.batch)
+        return g
+
+    def warm(self, key_px: int, large_px: int | None, device: torch.device) -> None:
+        """Capture RIFE's CUDA graphs for keys of ``key_px`` (in-betweens made at ``large_px`` where given, and for
+        keys larger than ``FLOW_MAX_PX``), every batch size, as ``fill`` would make them on first use."""
+        if large_px is None and key_px > FLOW_MAX_PX:
+            large_px, key_px = key_px, key_px // math.ceil(key_px / FLOW_MAX_PX)
+        keys = torch.zeros((1, 3, key_px, key_px), device=device)
+        args = (keys, keys) if large_px is None else (
+            keys, keys, *(torch.zeros((1, 3, large_px, large_px), device=device),) * 2)
+        self._graph_set(args).capture_all()
 
     @torch.inference_mode()
     def fill(self, keys: torch.Tensor, key_mask: np.ndarray, restart: bool, graphs: bool = False,
@@ -155,6 +180,8 @@ class FlowFill:
         (one per key): every slot's frame is then returned at their size."""
         if restart:
             self._last = self._last_large = None
+        keys = keys.float()  # one dtype for the graphs ``warm`` captured
+        large = None if large is None else large.float()
         if large is None and keys.shape[-1] > FLOW_MAX_PX:  # frames made large (a face-pasting engine's)
             k = math.ceil(keys.shape[-1] / FLOW_MAX_PX)
             large = keys

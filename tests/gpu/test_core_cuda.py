@@ -174,3 +174,44 @@ def test_the_graphed_post_stage_gives_the_eager_pictures_and_planes(default_anch
                     _assert_planes_match(yuv, eager_yuv, core._post_graph(frames, True).compiled, (title, n))
     finally:
         core.pool.close()
+
+
+def test_warm_captures_the_post_stages_graphs_so_the_run_makes_none(default_anchor):
+    """A flow-interpolating engine (Wav2Lip's twin, pasted at the presenter's size) with keyframes and CUDA graphs:
+    ``warm`` captures SPAN's (none here: no upscale) and RIFE's graphs for every batch size, and the run, whose
+    chunks bring several in-between counts, captures none inside its timed frames."""
+    from studio.pipeline.factory import make_core
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.sources import ProgramSource
+
+    opts = frozenset({O.FRAME_INTERPOLATION, O.CUDA_GRAPHS, O.PYRAMIDAL})
+    s = CoreSettings(device="cuda", fps=60.0, chunk_frames=16, batch_frames=16, optimizations=opts, engine="wav2lip",
+                     size_px=512, key_stride=3)
+    core = make_core(ProgramSource(_items()), ProgramMotion(audio_engine=AudioEngine.POCKETSPHINX), s, default_anchor,
+                     [Collect()], on_air=False)
+    try:
+        core.warm()
+        sets = list(core._flow._graphs.values())
+        assert len(sets) == 1 and sorted(sets[0].graphs) == [1, 2, 4, 8]
+        rep = core.run()
+        assert rep.frames_interpolated > 0
+        assert list(core._flow._graphs.values()) == sets and sorted(sets[0].graphs) == [1, 2, 4, 8]
+    finally:
+        core.pool.close()
+
+
+def test_a_graph_set_replays_each_batch_size_without_padding():
+    from studio.pipeline.graphs import GraphSet
+
+    calls = []
+
+    def fn(x):
+        calls.append(x.shape[0])  # at capture (and its warm-up) only: a replay runs no Python
+        return x * 2 + 1
+
+    gs = GraphSet(fn, lambda n: (torch.zeros((n, 3), device="cuda"),), torch.device("cuda"), 8)
+    x = torch.arange(13 * 3, dtype=torch.float32, device="cuda").view(13, 3)
+    assert torch.equal(gs(x), x * 2 + 1)
+    assert sorted(gs.graphs) == [1, 4, 8]  # 13 = 8 + 4 + 1
+    calls.clear()
+    assert torch.equal(gs(x[:5]), x[:5] * 2 + 1) and calls == []  # 4 + 1: replays only
