@@ -131,3 +131,18 @@ def test_the_rank_is_the_measured_set_without_the_flags_the_engine_ran_slower_wi
     assert row["ms_per_frame_best"] == row["ms_per_frame_best_run"] == 8.0 and row["rank"] == 1
     assert row["compute_saved_best"] == pytest.approx(0.2)
     assert calls[-1] == frozenset(O(v) for v in row["best_optimizations"])  # the set it is ranked by was run
+
+
+def test_the_chart_is_drawn_for_long_engine_labels_and_rows_left_out(tmp_path):
+    """A leaderboard whose labels run to 100 characters, with a row not measured: the chart is written, its labels
+    wrapped (the image no wider than the figure)."""
+    from PIL import Image
+
+    from studio.bench.leaderboard import write_chart
+
+    rows = [{"status": "measured", "label": "An engine with a long name " * 4 + f"{i}", "ms_per_frame_plain": 100.0,
+             "ms_per_frame_optimized": 5.0 + i, "ms_per_frame_best": 4.0 + i} for i in range(3)]
+    rows.append({"status": "needs a GPU", "label": "left out", "reason": "no GPU"})
+    path = write_chart({"rows": rows, "machine": {}, "output": "1080p canvas at 60 fps"}, tmp_path / "lb.png")
+    with Image.open(path) as im:
+        assert im.width <= 1200 and im.height > 200
