@@ -169,12 +169,15 @@ class RifeInterpolator:
         """N x 3 x H x W (0..255 float or uint8) twice -> N x 3 x H x W float 0..255 at time t (one for all pairs,
         or N of them)."""
         h, w = frame0.shape[-2:]
+        return (self.net(*self._inputs(frame0, frame1, t))[..., :h, :w].float() * 255.0).clamp(0, 255)
+
+    def _inputs(self, frame0: torch.Tensor, frame1: torch.Tensor, t: float | torch.Tensor):
+        """The network's inputs: both frames in 0..1 in its dtype, padded to a multiple of 64; ``t`` on its device."""
+        h, w = frame0.shape[-2:]
         ph, pw = (-h) % _PAD, (-w) % _PAD
         a = F.pad(frame0.to(self.device, self.dtype) / 255.0, (0, pw, 0, ph), mode="replicate")
         b = F.pad(frame1.to(self.device, self.dtype) / 255.0, (0, pw, 0, ph), mode="replicate")
-        if isinstance(t, torch.Tensor):
-            t = t.to(self.device)
-        return (self.net(a, b, t)[..., :h, :w].float() * 255.0).clamp(0, 255)
+        return a, b, t.to(self.device) if isinstance(t, torch.Tensor) else t
 
     @torch.inference_mode()
     def between_large(self, frame0: torch.Tensor, frame1: torch.Tensor, large0: torch.Tensor, large1: torch.Tensor,
@@ -185,12 +188,7 @@ class RifeInterpolator:
         flows at a fraction of the size). The warp and blend run in float32: half precision would put the sampling
         grid up to half a pixel off at 1080 px. Returns N x 3 x H' x W' float 0..255."""
         h, w = frame0.shape[-2:]
-        ph, pw = (-h) % _PAD, (-w) % _PAD
-        a = F.pad(frame0.to(self.device, self.dtype) / 255.0, (0, pw, 0, ph), mode="replicate")
-        b = F.pad(frame1.to(self.device, self.dtype) / 255.0, (0, pw, 0, ph), mode="replicate")
-        if isinstance(t, torch.Tensor):
-            t = t.to(self.device)
-        flow, weight = self.net.flows(a, b, t)
+        flow, weight = self.net.flows(*self._inputs(frame0, frame1, t))
         big_h, big_w = large0.shape[-2:]
         size = (big_h, big_w)
         flow = F.interpolate(flow[..., :h, :w].float(), size=size, mode="bilinear", align_corners=False)
