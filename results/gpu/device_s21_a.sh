@@ -1,11 +1,13 @@
-# Next session, call A (issue 16's last item): the leaderboard row of the Wan 1.3B engine with TAEHV and fp8 DiT
-# linears, now with its all-but-one runs (each flag's share on the sub-5 ms row). Alone in its call: the row needs the
-# 288-px and the 512-px forms' compiles. Carry: .gpu_home .whl/dif
-BUDGET=${BUDGET:-590}
+# Next session, call A: the GPU tests of the post stage (among them: the in-betweens are queued without the host
+# waiting for the GPU) and parts_s20.py on the Wan 1.3B TAEHV fp8 row (what removing those waits saves; compare
+# s20/parts_s20_b.json: keys route 4.09 ms a frame, RIFE fill 1.31). Carry: .gpu_home .whl/dif
+BUDGET=${BUDGET:-400}
 source results/gpu/device_s12_common.sh .gpu_home/site_common.tar.xz .whl/dif/site_dif.tar.xz
 python3 results/gpu/restore_rife.py .whl/dif/rife4_fp16.pt .gpu_home/cache/enhance/rife4.pt
 nvidia-smi -L
-LB="python3 main.py bench --leaderboard --device cuda --fps 60 --seconds 1 --program .gpu_home/bench_program.npz"
-run lb_wan_taehv_fp8_shares 585 $LB --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json $OUT/lb_s21.json 2>&1 \
-  | tee $OUT/lb_wan_s21_a.log | grep -vE "^\s+repeat|Warning|warn" | tail -14
+T="env PYTHONPATH=$PWD:/tmp/site python3 -m pytest -p no:cacheprovider -rA -q"
+run tests_post 120 $T tests/gpu/test_enhance_cuda.py tests/gpu/test_core_cuda.py -k "flow_fill or warm or graph_set" \
+  2>&1 | tee $OUT/tests_gpu_post_s21.log | grep -E "passed|failed|error|PASSED|FAILED" | tail -8
+run parts 250 env PYTHONPATH=$PWD:/tmp/site python3 results/gpu/parts_s20.py --program .gpu_home/bench_program.npz \
+  --no-profile --json $OUT/parts_s21.json 2>&1 | tee $OUT/parts_s21.log | grep -E "^(keys|after|warm)" | tail -8
 echo "call A done in $((SECONDS - START)) s"

@@ -191,11 +191,12 @@ class FlowFill:
         out = torch.empty((t, *ref.shape[1:]), device=ref.device, dtype=torch.float32 if large is not None
                           else ref.dtype)
         key_idx = np.flatnonzero(key_mask)
-        out[key_idx] = ref.to(out.dtype)
+        at_keys = _on_device(key_idx, torch.long, ref.device)
+        out.index_copy_(0, at_keys, ref.to(out.dtype))
         lo = None  # the generated keys by slot (their flows) where the in-betweens are made large
         if large is not None:
             lo = torch.empty((t, *keys.shape[1:]), device=keys.device, dtype=keys.dtype)
-            lo[key_idx] = keys
+            lo.index_copy_(0, at_keys, keys)
             if self._last is not None and self._last_large is None:
                 self._last = None  # the last chunk ran without ``large``: no large frame to warp from
         anchors = ([-1] if self._last is not None else []) + list(key_idx)
@@ -209,8 +210,9 @@ class FlowFill:
             if lo is not None:
                 big = (torch.cat([self._last_large if k0 < 0 else out[k0:k0 + 1] for k0, _, _ in part]),
                        torch.cat([out[k1:k1 + 1] for _, k1, _ in part]))
-            t = torch.tensor([(i - k0) / (k1 - k0) for k0, k1, i in part], dtype=torch.float32)
-            out[[i for _, _, i in part]] = self._between(a, b, t, graphs, big).to(out.dtype)
+            t = _on_device([(i - k0) / (k1 - k0) for k0, k1, i in part], torch.float32, out.device)
+            out.index_copy_(0, _on_device([i for _, _, i in part], torch.long, out.device),
+                            self._between(a, b, t, graphs, big).to(out.dtype))
             self.frames_interpolated += len(part)
         if not key_mask[0] and self._last is None:  # nothing to interpolate from: hold the first keyframe
             first = int(key_idx[0])
@@ -220,6 +222,16 @@ class FlowFill:
         self._last = (out if lo is None else lo)[-1:].clone()
         self._last_large = out[-1:].clone() if lo is not None else None
         return out
+
+
+def _on_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A few host numbers (indices, times) as a tensor on ``device`` without waiting for it: a copy from pageable
+    memory (``tensor.to``, or indexing a CUDA tensor with a list) waits for all the stream's earlier work, which left
+    the GPU idle while the host prepared each batch of in-betweens; a copy from pinned memory does not wait."""
+    x = torch.as_tensor(np.asarray(values), dtype=dtype)
+    if device.type != "cuda":
+        return x
+    return x.pin_memory().to(device, non_blocking=True)
 
 
 @dataclass(frozen=True)

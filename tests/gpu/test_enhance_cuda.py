@@ -97,3 +97,26 @@ def test_graphed_flow_fill_at_the_presenter_size_gives_the_eager_frames(default_
     eager, graphed = outs
     assert eager.shape == (16, 3, 1080, 1080) and torch.equal(eager[3], large[0].float())
     assert float((graphed - eager).abs().max()) < 0.5
+
+
+@pytest.mark.parametrize("graphs", [False, True])
+def test_flow_fill_never_waits_for_the_gpu(default_anchor, graphs):
+    """The post stage's in-betweens are queued without the host waiting for the GPU (no copy from pageable memory, no
+    index list turned into a device tensor): CUDA's sync debug mode raises on any synchronizing call."""
+    from studio.pipeline.post import FlowFill
+
+    gen = _builtin(default_anchor, 288, False)
+    keys = gen.generate(torch.tensor(_motion(16)[::4], device="cuda"))
+    large = torch.nn.functional.interpolate(keys, scale_factor=2, mode="bilinear")
+    mask = np.zeros(16, bool)
+    mask[3::4] = True
+    ff = FlowFill("cuda")
+    ff.warm(288, 576, torch.device("cuda"))  # graph capture synchronizes: before the check
+    ff.fill(keys, mask, restart=True, graphs=graphs, large=large)  # the eager path's first call (cuDNN set-up)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = ff.fill(keys, mask, restart=False, graphs=graphs, large=large)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert out.shape == (16, 3, 576, 576)
