@@ -33,7 +33,8 @@ def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Opt
     composed in full and only the warp field is interpolated, which the pyramidal field has already made cheap
     (bench and the studio's live shares, results/cpu and results/gpu); and on the CPU for every engine: the neural
     engines' in-between frames come from RIFE, which on the CPU costs more than generating the frame (Wav2Lip at
-    the 1080p canvas: 168 ms a frame plain, 1222 with RIFE in-betweens; results/cpu/s11). The HUD's pill turns it on.
+    the 1080p canvas at 25 fps: 124 ms a frame, 165 with keyframes at stride 2; results/cpu/s20). The HUD's pill
+    turns it on.
     ``engine`` "" means every flag this device can run."""
     opts = set(ALL_OPTIMIZATIONS)
     if not device.startswith("cuda"):
