@@ -100,7 +100,9 @@ class LeaderboardPanel(QWidget):
                     item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
                 if not measured:
                     item.setForeground(Qt.gray)
-                if measured and j in (6, 7) and r.get("best_optimizations") is not None:
+                if measured and j == 7:
+                    item.setToolTip(_savings_text(r))
+                elif measured and j == 6 and r.get("best_optimizations") is not None:
                     item.setToolTip(f"With the optimizations that helped this engine here: "
                                     f"{', '.join(r['best_optimizations']) or 'none'} (every one on: "
                                     f"{_fmt(r.get('ms_per_frame_optimized'))} ms).")
@@ -164,6 +166,25 @@ class LeaderboardPanel(QWidget):
             self.proc.kill()
             self.proc.waitForFinished(3000)
             self.proc = None
+
+
+def _savings_text(row: dict) -> str:
+    """The "saved" cell's tooltip: each flag's share of the plain time (its all-but-one run), and the audio cache."""
+    lines = []
+    if row.get("best_optimizations") is not None:
+        lines.append(f"Saved with the optimizations that helped: {', '.join(row['best_optimizations']) or 'none'}.")
+    shares = {k: v for k, v in (row.get("saved_share") or {}).items() if v is not None and math.isfinite(v)}
+    if shares:
+        lines.append("Each flag's share of the plain time (the run with all but that flag):")
+        lines += [f"  {name.replace('_', ' ')}: {100 * v:+.1f} %" for name, v in
+                  sorted(shares.items(), key=lambda kv: -kv[1])]
+    else:
+        lines.append("Each flag's share: not measured for this row (its all-but-one runs did not run).")
+    cache = row.get("audio_cache") or {}
+    if cache.get("hits") is not None:
+        lines.append(f"Audio cache: {cache['hits']} hits, {cache.get('misses', 0)} misses on this program; an encoder "
+                     f"call {_fmt(cache.get('encoder_ms_per_call'), 1)} ms.")
+    return "\n".join(lines)
 
 
 def _native(row: dict) -> str:

@@ -120,3 +120,11 @@ def test_leaderboard_panel_says_a_run_was_cut_short_and_what_the_builtin_size_is
     panel.show_result({"complete": True, "finished": "2026-12-05 02:10:00", "rows": rows})
     assert panel.table.item(0, 6).text() == "70.00" and panel.table.item(0, 7).text() == "24%"
     assert "audio_cache" in panel.table.item(0, 6).toolTip() and "80.00" in panel.table.item(0, 6).toolTip()
+    # the "saved" cell: each flag's share, largest first, and the audio cache; or that the shares were not measured
+    assert "not measured for this row" in panel.table.item(0, 7).toolTip()
+    rows[0].update(saved_share={"pyramidal": 0.27, "silence_sieve": -0.01, "cuda_graphs": 0.097},
+                   audio_cache={"hits": 3, "misses": 5, "encoder_ms_per_call": 8.72})
+    panel.show_result({"complete": True, "finished": "2026-12-05 02:10:00", "rows": rows})
+    tip = panel.table.item(0, 7).toolTip()
+    assert tip.index("pyramidal: +27.0 %") < tip.index("cuda graphs: +9.7 %") < tip.index("silence sieve: -1.0 %")
+    assert "3 hits, 5 misses" in tip and "8.7 ms" in tip and "audio_cache" in tip
