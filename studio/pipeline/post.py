@@ -226,8 +226,8 @@ class FlowFill:
 
 def _on_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A few host numbers (indices, times) as a tensor on ``device`` without waiting for it: a copy from pageable
-    memory (``tensor.to``, or indexing a CUDA tensor with a list) waits for all the stream's earlier work, which left
-    the GPU idle while the host prepared each batch of in-betweens; a copy from pinned memory does not wait."""
+    memory (``tensor.to``, or indexing a CUDA tensor with a list) waits for all the stream's earlier work, so the GPU
+    would idle while the host prepares the next batch of in-betweens; a copy from pinned memory does not wait."""
     x = torch.as_tensor(np.asarray(values), dtype=dtype)
     if device.type != "cuda":
         return x
