@@ -108,17 +108,25 @@ class GraphSet:
             self._graph(n)
 
     def __call__(self, *inputs: torch.Tensor):
-        n = inputs[0].shape[0]
-        whole = n - n % self.max_batch
-        spans = [(0, whole, self.max_batch)] if whole else []
-        start = whole
-        for size in reversed(self.sizes()[:-1]):
-            if (n - whole) & size:
-                spans.append((start, start + size, size))
-                start += size
+        spans = batch_spans(inputs[0].shape[0], self.max_batch)
         parts = [self._graph(size)(*[x[a:b] for x in inputs]) for a, b, size in spans]
         if len(parts) == 1:
             return parts[0]
         if isinstance(parts[0], tuple):
             return tuple(torch.cat(p) for p in zip(*parts))
         return torch.cat(parts)
+
+
+def batch_spans(n: int, max_batch: int) -> list[tuple[int, int, int]]:
+    """(start, end, graph batch size) of the replays a ``GraphSet`` makes for ``n`` rows: the whole ``max_batch``
+    batches as one span (that graph replays once per batch), then one span per binary digit of the remainder."""
+    whole = n - n % max_batch
+    spans = [(0, whole, max_batch)] if whole else []
+    start = whole
+    size = max_batch // 2
+    while size:
+        if (n - whole) & size:
+            spans.append((start, start + size, size))
+            start += size
+        size //= 2
+    return spans

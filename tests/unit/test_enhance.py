@@ -278,3 +278,16 @@ def test_span_lands_on_the_target_size_from_a_larger_frame():
     up2 = Upscaler(720, UpscaleRoute.SPAN)
     up2._span = Spy()
     assert up2.process(torch.rand(1, 3, 96, 96) * 255).shape == (1, 3, 720, 720) and seen[-1] == (96, 96)
+
+
+def test_graph_set_batches_cover_every_row_once_with_no_padding():
+    """The replays a GraphSet makes: whole batches of the largest graph, then the remainder's binary digits."""
+    from studio.pipeline.graphs import batch_spans
+
+    assert batch_spans(13, 8) == [(0, 8, 8), (8, 12, 4), (12, 13, 1)]
+    assert batch_spans(21, 8) == [(0, 16, 8), (16, 20, 4), (20, 21, 1)]
+    assert batch_spans(4, 8) == [(0, 4, 4)] and batch_spans(0, 8) == []
+    for n in range(40):
+        spans = batch_spans(n, 8)
+        assert sum(b - a for a, b, _ in spans) == n and all(s in (1, 2, 4, 8) for _, _, s in spans)
+        assert all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1))
