@@ -21,3 +21,6 @@ run() {
   timeout -k 5 $max "$@"; local rc=$?
   echo "=== $name rc=$rc in $((SECONDS - t0)) s"
 }
+# RIFE's weights where they travel as fp16 (make_device_bundles.sh, since session 20): back into the cache
+[ -f .whl/dif/rife4_fp16.pt ] && mkdir -p .gpu_home/cache/enhance && \
+  python3 results/gpu/restore_rife.py .whl/dif/rife4_fp16.pt .gpu_home/cache/enhance/rife4.pt

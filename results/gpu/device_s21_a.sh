@@ -3,7 +3,6 @@
 # s20/parts_s20_b.json: keys route 4.09 ms a frame, RIFE fill 1.31). Carry: .gpu_home .whl/dif
 BUDGET=${BUDGET:-400}
 source results/gpu/device_s12_common.sh .gpu_home/site_common.tar.xz .whl/dif/site_dif.tar.xz
-python3 results/gpu/restore_rife.py .whl/dif/rife4_fp16.pt .gpu_home/cache/enhance/rife4.pt
 nvidia-smi -L
 T="env PYTHONPATH=$PWD:/tmp/site python3 -m pytest -p no:cacheprovider -rA -q"
 run tests_post 120 $T tests/gpu/test_enhance_cuda.py tests/gpu/test_core_cuda.py -k "flow_fill or warm or graph_set" \

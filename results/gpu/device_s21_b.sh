@@ -3,7 +3,6 @@
 # 288-px and the 512-px forms' compiles. Carry: .gpu_home .whl/dif
 BUDGET=${BUDGET:-590}
 source results/gpu/device_s12_common.sh .gpu_home/site_common.tar.xz .whl/dif/site_dif.tar.xz
-python3 results/gpu/restore_rife.py .whl/dif/rife4_fp16.pt .gpu_home/cache/enhance/rife4.pt
 nvidia-smi -L
 LB="python3 main.py bench --leaderboard --device cuda --fps 60 --seconds 1 --program .gpu_home/bench_program.npz"
 run lb_wan_taehv_fp8_shares 585 $LB --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json $OUT/lb_s21.json 2>&1 \
