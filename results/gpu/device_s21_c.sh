@@ -3,7 +3,7 @@
 # (`train --members-of`, in data/members_s10) fine-tuned on data/a2m_s10 (the recipe with realistic channels, made on
 # the CPU machine by the three `data` commands of finetune_round_cpu) for 3.3 min, lr 3e-4, batch 128, EMA 0.999,
 # --keep-best --select kokoro, seeds 101 and 102, one after the other. The ensembles and their scores on the
-# validation split are made on the CPU machine afterwards, by the rule. Carry: data
+# validation split are made on the CPU machine afterwards, by the rule. Carry: data/a2m_s10 data/members_s10
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 START=$SECONDS
