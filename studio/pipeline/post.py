@@ -71,7 +71,7 @@ class Upscaler(PostProcessor):
             return frames
         x = frames
         if self._span is not None and frames.shape[-1] * 2 <= s:
-            q = -(-s // self._span.scale)  # the input whose x4 covers the target
+            q = self._span_input_px()
             if frames.shape[-1] > q:
                 x = F.interpolate(frames.clamp(0, 255), size=(q, q), mode="bicubic", align_corners=False,
                                   antialias=True)
@@ -86,8 +86,12 @@ class Upscaler(PostProcessor):
         would make them on first use."""
         if self._span is None or in_px * 2 > self.target_px:
             return
-        q = -(-self.target_px // self._span.scale)
+        q = self._span_input_px()
         self._graph_set(torch.zeros((1, 3, min(q, in_px), min(q, in_px)), device=device)).capture_all()
+
+    def _span_input_px(self) -> int:
+        """The input size whose x4 covers the target (a larger frame is resized to it first)."""
+        return -(-self.target_px // self._span.scale)
 
     def _graph_set(self, x: torch.Tensor):
         key = tuple(x.shape[1:])
@@ -120,6 +124,11 @@ def _graphs_on(chunk: Chunk | None) -> bool:
 # RIFE's flows come from keyframes no larger than this (shrunk by a whole factor), which then warp the full-size keys:
 # at 1080 px, flows from the keys at 270 px matched the true frames as well as RIFE at 1080 did (results/cpu/s20)
 FLOW_MAX_PX = 320
+
+
+def _flow_divisor(px: int) -> int:
+    """The whole factor that shrinks keys of ``px`` to at most ``FLOW_MAX_PX`` for RIFE's flows."""
+    return math.ceil(px / FLOW_MAX_PX)
 
 
 class FlowFill:
@@ -167,7 +176,7 @@ class FlowFill:
         """Capture RIFE's CUDA graphs for keys of ``key_px`` (in-betweens made at ``large_px`` where given, and for
         keys larger than ``FLOW_MAX_PX``), every batch size, as ``fill`` would make them on first use."""
         if large_px is None and key_px > FLOW_MAX_PX:
-            large_px, key_px = key_px, key_px // math.ceil(key_px / FLOW_MAX_PX)
+            large_px, key_px = key_px, key_px // _flow_divisor(key_px)
         keys = torch.zeros((1, 3, key_px, key_px), device=device)
         args = (keys, keys) if large_px is None else (
             keys, keys, *(torch.zeros((1, 3, large_px, large_px), device=device),) * 2)
@@ -183,7 +192,7 @@ class FlowFill:
         keys = keys.float()  # one dtype for the graphs ``warm`` captured
         large = None if large is None else large.float()
         if large is None and keys.shape[-1] > FLOW_MAX_PX:  # frames made large (a face-pasting engine's)
-            k = math.ceil(keys.shape[-1] / FLOW_MAX_PX)
+            k = _flow_divisor(keys.shape[-1])
             large = keys
             keys = F.interpolate(keys, size=(keys.shape[-2] // k, keys.shape[-1] // k), mode="area")
         t = len(key_mask)
