@@ -24,19 +24,45 @@ COLORS = ("#3d8bfd", "#2fbf71", "#f2a541", "#e5383b", "#b48ead")
 
 
 class _Plot:
-    def __init__(self, title: str, unit: str, names: tuple[str, ...]) -> None:
+    """One chart: its title carries the unit and the series' names in their colours (a legend inside a chart this size
+    covered the lines), the x axis the last ``HISTORY_S`` seconds; a chart with nothing to draw here says "n/a here"
+    and why (``set_note``)."""
+
+    def __init__(self, title: str, unit: str, names: tuple[str, ...], labels: dict[str, str] | None = None) -> None:
         self.widget = pg.PlotWidget()
         self.widget.setBackground("#0b0e12")
-        self.widget.setTitle(title, color="#8792a2", size="9pt")
-        self.widget.setLabel("left", unit, color="#8792a2")
+        self.title, self.unit, self.note = title, unit, ""
+        self.colors = {n: COLORS[i % len(COLORS)] for i, n in enumerate(names)}
+        self.labels = labels or {}
         self.widget.showGrid(x=True, y=True, alpha=0.15)
         self.widget.setMouseEnabled(x=False, y=False)
         self.widget.hideButtons()
         self.widget.setMenuEnabled(False)
-        self.widget.addLegend(offset=(4, 4), labelTextSize="8pt")
-        self.curves = {n: self.widget.plot([], [], pen=pg.mkPen(COLORS[i % len(COLORS)], width=1.5), name=n)
-                       for i, n in enumerate(names)}
+        self.widget.setXRange(-HISTORY_S, 0, padding=0)
+        self.curves = {n: self.widget.plot([], [], pen=pg.mkPen(self.colors[n], width=1.5), name=n) for n in names}
         self.data = {n: deque(maxlen=POINTS) for n in names}
+        self._show_title()
+
+    def title_html(self) -> str:
+        """Line 1: what and the unit; line 2: the series in their colours, or why there is nothing to draw."""
+        if self.note:
+            second = f'<span style="color:#c99a4a">{self.note}</span>'
+        elif len(self.colors) > 1:
+            second = " ".join(f'<span style="color:{c}">{self.labels.get(n, n)}</span>' for n, c in self.colors.items())
+        else:
+            second = ""
+        return f'<span style="color:#8792a2">{self.title}, {self.unit}</span>' + (f"<br>{second}" if second else "")
+
+    def _show_title(self) -> None:
+        self.widget.setTitle(self.title_html(), size="8pt")
+
+    def set_note(self, why: str) -> None:
+        """Mark the chart "n/a here" with the reason in its tooltip (``""``: it has data)."""
+        note = "n/a here" if why else ""
+        if note != self.note:
+            self.note = note
+            self.widget.setToolTip(why)
+            self._show_title()
 
     def add(self, t: float, values: dict[str, float]) -> None:
         for n, v in values.items():
@@ -58,13 +84,14 @@ class TelemetryCharts(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         pg.setConfigOptions(antialias=False, foreground="#8792a2")
-        self.stages = _Plot("stage cost per frame", "ms", ("motion", "generate", "post"))
-        self.fps = _Plot("frames", "fps / count", ("fps shown", "dropped / s"))
-        self.queues = _Plot("queue depths", "chunks", ("motion->generate", "generate->post"))
-        self.cache = _Plot("audio cache", "hit rate %", ("hit rate",))
+        self.stages = _Plot("stages", "ms/frame", ("motion", "generate", "post"), {"generate": "gen"})
+        self.fps = _Plot("frames", "per s", ("shown", "dropped"))
+        self.queues = _Plot("queues", "chunks", ("motion->generate", "generate->post"),
+                            {"motion->generate": "to gen", "generate->post": "to post"})
+        self.cache = _Plot("cache hits", "%", ("hit rate",))
         self.kv = _Plot("KV cache", "kB", ("kv cache",))
-        self.gpu = _Plot("GPU memory", "MB", ("allocated",))
-        self.cpu = _Plot("CPU load", "% of all cores", ("studio process",))
+        self.gpu = _Plot("GPU mem", "MB", ("allocated",))
+        self.cpu = _Plot("CPU", "% of cores", ("studio process",))
         self.plots = (self.stages, self.fps, self.queues, self.cache, self.kv, self.gpu, self.cpu)
         grid = QGridLayout(self)
         grid.setContentsMargins(4, 4, 4, 4)
@@ -99,16 +126,21 @@ class TelemetryCharts(QWidget):
             else:
                 rate = 0.0
             self._dropped0 = (now, s.frames_dropped)
-            self.fps.add(now, {"fps shown": fps_shown, "dropped / s": max(0.0, rate)})
+            self.fps.add(now, {"shown": fps_shown, "dropped": max(0.0, rate)})
             self.queues.add(now, {k: float(v) for k, v in s.queue_depths.items()})
             caches = list(s.caches.values())
             if caches:
                 hits = sum(c.hits for c in caches)
                 total = hits + sum(c.misses for c in caches)
                 self.cache.add(now, {"hit rate": 100.0 * hits / total if total else float("nan")})
+            self.cache.set_note("" if caches else "No audio encoder runs in this mode, so there is no cache to hit.")
             if "kv_cache_bytes" in s.extra:
                 self.kv.add(now, {"kv cache": s.extra["kv_cache_bytes"] / 1024.0})
+            self.kv.set_note("" if "kv_cache_bytes" in s.extra
+                             else "No audio-to-motion model runs in this mode, so there is no KV cache.")
             self.gpu.add(now, {"allocated": s.gpu_mem_mb})
+            self.gpu.set_note("" if math.isfinite(s.gpu_mem_mb)
+                              else "The pipeline runs on the CPU: no GPU memory to show.")
         self.points += 1
         if draw and self.isVisible():
             for p in self.plots:

@@ -67,7 +67,15 @@ QPushButton[role="pill"] {{ border-radius: 11px; padding: 2px 8px; font-size: 8p
 QPushButton[role="pill"][status="active"] {{ background: #173d2a; border: 1px solid #2fbf71; color: #c9f5dc; }}
 QPushButton[role="pill"][status="not active"] {{ background: #1c222b; border: 1px solid #2a323d; color: #8792a2; }}
 QPushButton[role="pill"][status="unavailable"] {{ background: #2e2412; border: 1px solid #5a4417; color: #c99a4a; }}
+QPushButton[role="pill"][status="costing"] {{ background: #33190f; border: 1px solid #e5683b; color: #f6b48f; }}
 """
+
+
+def pill_style(share: OptimizationShare) -> str:
+    """The pill's look: its status, or "costing" when it is on and measured to cost time here (a negative share)."""
+    if share.status is OptimizationStatus.ACTIVE and math.isfinite(share.saved_fraction) and share.saved_fraction < 0:
+        return "costing"
+    return share.status.value
 
 
 class HudStrip(QFrame):
@@ -157,7 +165,7 @@ class HudStrip(QFrame):
             sh = shares.get(opt.value)
             if sh is None:
                 continue
-            status = sh.status.value
+            status = pill_style(sh)
             if b.property("status") != status:
                 b.setProperty("status", status)
                 b.style().unpolish(b)
@@ -166,6 +174,9 @@ class HudStrip(QFrame):
             b.setChecked(sh.status is OptimizationStatus.ACTIVE)
             b.setEnabled(sh.status is not OptimizationStatus.UNAVAILABLE)
             why = sh.reason or ("switched off" if sh.status is OptimizationStatus.INACTIVE else "")
+            if status == "costing":
+                why = (f"on, and it costs {100 * -sh.saved_fraction:.0f}% here: the chunks measured without it ran "
+                       "faster" + (f" ({why})" if why else ""))
             b.setToolTip(f"{WHAT[opt]}\n{pill_text(sh)}" + (f" — {why}" if why else "")
                          + ("" if sh.status is OptimizationStatus.UNAVAILABLE else "\nClick to turn it "
                             + ("off." if sh.status is OptimizationStatus.ACTIVE else "on.")))

@@ -89,6 +89,35 @@ def test_h_hides_and_shows_the_strip(window, qtbot) -> None:
     qtbot.waitUntil(strip.isVisible, timeout=2000)
 
 
+def test_a_flag_that_costs_time_here_looks_it(window) -> None:
+    w, strip, action, bus = window
+    sample = known_sample()
+    shares = sample.compute.shares + (OptimizationShare("async_pipeline", OptimizationStatus.ACTIVE, -0.05,
+                                                        "measured live"),)
+    bus.publish(TelemetrySample(taken_s=2.0, source="core", compute=ComputeSaved(40.0, 10.0, "x", shares=shares)))
+    strip.refresh()
+    costing, saving = strip.pills[Optimization.ASYNC_PIPELINE], strip.pills[Optimization.PYRAMIDAL]
+    assert costing.property("status") == "costing" and costing.isChecked() and costing.text() == "async: -5%"
+    assert "costs 5% here" in costing.toolTip() and "Click to turn it off." in costing.toolTip()
+    assert saving.property("status") == "active"
+
+
+def test_charts_say_what_they_show_and_why_one_is_empty(qtbot) -> None:
+    from studio.ui.charts import TelemetryCharts
+
+    charts = TelemetryCharts()
+    qtbot.addWidget(charts)
+    plain = TelemetrySample(taken_s=1.0, source="core", stages={"generate": StageTiming(4.0, 5.0, 1, 4.0)},
+                            queue_depths={"motion->generate": 1})
+    charts.update_from(plain, 25.0)
+    assert "n/a here" in charts.cache.title_html() and "no cache" in charts.cache.widget.toolTip()
+    assert "n/a here" in charts.kv.title_html() and "n/a here" in charts.gpu.title_html()
+    assert "to gen" in charts.queues.title_html() and "n/a" not in charts.stages.title_html()
+    charts.update_from(known_sample(), 25.0)  # the audio cache now runs: its chart is no longer marked
+    assert "n/a" not in charts.cache.title_html() and charts.cache.widget.toolTip() == ""
+    assert charts.cache.data["hit rate"][-1][1] == 75.0
+
+
 def test_pill_words() -> None:
     assert pill_text(OptimizationShare("kv_cache", OptimizationStatus.UNAVAILABLE, math.nan, "no model")) == \
         "KV cache: n/a here"
