@@ -72,8 +72,10 @@ QPushButton[role="pill"][status="costing"] {{ background: #33190f; border: 1px s
 
 
 def pill_style(share: OptimizationShare) -> str:
-    """The pill's look: its status, or "costing" when it is on and measured to cost time here (a negative share)."""
-    if share.status is OptimizationStatus.ACTIVE and math.isfinite(share.saved_fraction) and share.saved_fraction < 0:
+    """The pill's look: its status, or "costing" when it is on and measured to cost time here (a share that rounds to
+    -1 % or less: the pill's figure says so too)."""
+    if share.status is OptimizationStatus.ACTIVE and math.isfinite(share.saved_fraction) \
+            and share.saved_fraction <= -0.005:
         return "costing"
     return share.status.value
 

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QMainWindow, QVBoxLayout, QWidget
 from studio.pipeline.settings import Optimization
 from studio.pipeline.telemetry import (CacheRate, ComputeSaved, OptimizationShare, OptimizationStatus, StageTiming,
                                        TelemetryBus, TelemetrySample)
-from studio.ui.hud import HudStrip, install_hud, pill_text
+from studio.ui.hud import HudStrip, install_hud, pill_style, pill_text
 
 pytestmark = pytest.mark.qt
 
@@ -100,6 +100,8 @@ def test_a_flag_that_costs_time_here_looks_it(window) -> None:
     assert costing.property("status") == "costing" and costing.isChecked() and costing.text() == "async: -5%"
     assert "costs 5% here" in costing.toolTip() and "Click to turn it off." in costing.toolTip()
     assert saving.property("status") == "active"
+    # a share that rounds to 0 % is not shown as a cost
+    assert pill_style(OptimizationShare("silence_sieve", OptimizationStatus.ACTIVE, -0.004)) == "active"
 
 
 def test_charts_say_what_they_show_and_why_one_is_empty(qtbot) -> None:
