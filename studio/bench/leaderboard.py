@@ -23,6 +23,7 @@ import logging
 import math
 import statistics
 import sys
+import textwrap
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -324,8 +325,6 @@ def write_chart(result: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.transforms import blended_transform_factory
-
-    import textwrap
 
     rows = [r for r in result["rows"] if r["status"] == "measured"]
     names = [textwrap.fill(r["label"].replace(" — timing twin (weights not installed)", " (twin)"), 44)

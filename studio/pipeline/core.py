@@ -362,11 +362,7 @@ class Core:
                     if px != p:
                         self._upscaler(p).warm(px, self.device)
                     if flow:
-                        if self._flow is None:
-                            from studio.pipeline.post import FlowFill
-
-                            self._flow = FlowFill(str(self.device))
-                        self._flow.warm(px, p if px != p else None, self.device)
+                        self._flow_fill().warm(px, p if px != p else None, self.device)
 
     # -- stage A ----------------------------------------------------------------------------------------------------
 
@@ -505,6 +501,14 @@ class Core:
             self._upscalers[target] = up
         return up
 
+    def _flow_fill(self):
+        """The RIFE in-betweener of this core, made on first use (``warm`` or the first chunk with keyframes)."""
+        if self._flow is None:
+            from studio.pipeline.post import FlowFill
+
+            self._flow = FlowFill(str(self.device))
+        return self._flow
+
     @torch.inference_mode()
     def _stage_c(self, chunk: Chunk) -> None:
         t0 = time.perf_counter()
@@ -519,11 +523,7 @@ class Core:
         key_mask = getattr(chunk, "_key_mask", None)
         p = self.fmt.presenter_px
         if key_mask is not None:
-            if self._flow is None:
-                from studio.pipeline.post import FlowFill
-
-                self._flow = FlowFill(str(self.device))
-            before = self._flow.frames_interpolated
+            before = self._flow_fill().frames_interpolated
             # the keyframes alone are upscaled; the in-betweens are made at the presenter's size from their flows
             large = self._upscaler(p).process(frames, chunk) if frames.shape[-1] != p else None
             frames = self._flow.fill(frames, key_mask, restart=getattr(chunk, "_restart", True),

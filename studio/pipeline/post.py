@@ -155,8 +155,12 @@ class FlowFill:
                  large: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         args = (a, b) if large is None else (a, b, *large)
         if not (graphs and a.is_cuda):
-            return (self.rife.between if large is None else self.rife.between_large)(*args, t)
+            return self._net(args)(*args, t)
         return self._graph_set(args)(*args, t.to(a.device))
+
+    def _net(self, args: tuple[torch.Tensor, ...]):
+        """RIFE's call for these inputs: two keys, or two keys and their large frames (``between_large``)."""
+        return self.rife.between if len(args) == 2 else self.rife.between_large
 
     def _graph_set(self, args: tuple[torch.Tensor, ...]):
         key = tuple((tuple(x.shape[1:]), x.dtype) for x in args)
@@ -164,7 +168,7 @@ class FlowFill:
         if g is None:
             from studio.pipeline.graphs import GraphSet
 
-            fn = self.rife.between if len(args) == 2 else self.rife.between_large
+            fn = self._net(args)
             ex = tuple(x[:1].clone() for x in args)
             dev = args[0].device
             g = self._graphs[key] = GraphSet(
