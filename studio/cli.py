@@ -159,7 +159,7 @@ def _stderr_progress(prefix: str = ""):
 def core_settings_from(args: argparse.Namespace, live: bool = False):
     """The core's settings from the picture arguments, validated before any work."""
     from studio.pipeline.factory import FRAME_RATES, parse_optimizations
-    from studio.pipeline.roles import Layout
+    from studio.contracts import Layout
     from studio.pipeline.settings import CoreSettings, Optimization
     from studio.presenter.renderer import resolve_device
 
@@ -185,7 +185,7 @@ def core_settings_from(args: argparse.Namespace, live: bool = False):
                              f"{fps / 4:g}).")
         stride = int(round(fps / args.key_fps))
     check_seed(args.seed)
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     if args.engine not in GENERATORS.names():
         raise InputError(f"Unknown engine '{args.engine}': use one of {', '.join(GENERATORS.names())}.")

@@ -25,7 +25,7 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from studio.pipeline.roles import GENERATORS, GeneratorSettings
+    from studio.contracts import GENERATORS, GeneratorSettings
     from studio.presenter.anchor import build_anchor
 
     anchor = build_anchor()
@@ -94,7 +94,7 @@ def main() -> int:
 
     # post parts, per output frame at the 1080p canvas (presenter 1080)
     from studio.pipeline.post import FlowFill, Upscaler, UpscaleRoute
-    from studio.pipeline.roles import Layout, ProgramFormat
+    from studio.contracts import Layout, ProgramFormat
 
     fmt = ProgramFormat(width=1920, height=1080, fps=60.0, layout=Layout.CANVAS, presenter_px=1080)
     g = torch.Generator(device="cuda").manual_seed(0)

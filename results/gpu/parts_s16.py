@@ -83,7 +83,7 @@ def main() -> int:
     if "post" in parts:
         from studio.encode.colour import rgb_to_i420
         from studio.pipeline.post import Canvas
-        from studio.pipeline.roles import Layout, ProgramFormat
+        from studio.contracts import Layout, ProgramFormat
 
         fmt = ProgramFormat(width=1920, height=1080, fps=60.0, layout=Layout.CANVAS, presenter_px=1080)
         canvas = Canvas()
@@ -224,7 +224,7 @@ def main() -> int:
             torch.backends.cudnn.benchmark = False
 
     if "wan" in parts:
-        from studio.pipeline.roles import GENERATORS, GeneratorSettings
+        from studio.contracts import GENERATORS, GeneratorSettings
         from studio.presenter.anchor import build_anchor
 
         anchor = build_anchor()

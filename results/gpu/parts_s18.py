@@ -24,7 +24,7 @@ def main() -> int:
 
     import torch
 
-    from studio.pipeline.roles import GENERATORS, GeneratorSettings
+    from studio.contracts import GENERATORS, GeneratorSettings
     from studio.presenter.anchor import build_anchor
 
     out: dict = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "vae": {}}

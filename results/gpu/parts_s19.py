@@ -34,7 +34,7 @@ def main() -> int:
     import torch
 
     from studio.generators import wan_dit as wd
-    from studio.pipeline.roles import GeneratorSettings
+    from studio.contracts import GeneratorSettings
     from studio.presenter.anchor import build_anchor
 
     if a.tiny:

@@ -31,7 +31,7 @@ def motion(n: int, seed: int = 7) -> np.ndarray:
 
 def renderer_target(anchor, size: int, batch: int, device: str):
     """The renderer as a compile target: graph-safe module, example motion at ``batch``."""
-    from studio.pipeline.roles import CompileTarget
+    from studio.contracts import CompileTarget
     from studio.presenter.renderer import WarpRenderer
 
     module = WarpRenderer(anchor, size, max(64, size // 4), newton_steps=3).to(device).eval()

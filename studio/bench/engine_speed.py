@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from studio.pipeline.roles import GENERATORS, GeneratorSettings
+from studio.contracts import GENERATORS, GeneratorSettings
 from studio.presenter.coeffs import N_COEFFS
 
 ENGINES = ("wav2lip", "musetalk-1.5", "liveportrait", "ditto", "wan2.1-1.3b", "wan2.1-14b")

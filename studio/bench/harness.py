@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from studio.errors import InputError
-from studio.pipeline.roles import ANALYSIS_RATE_HZ, Output, ProgramBatch
+from studio.contracts import ANALYSIS_RATE_HZ, Output, ProgramBatch
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.pipeline.telemetry import last_bench_path
 
@@ -129,7 +129,7 @@ def cut_program(program: list[BenchItem], seconds: float) -> list[BenchItem]:
 
 
 def _items(program: list[BenchItem]):
-    from studio.pipeline.roles import OnAir
+    from studio.contracts import OnAir
     from studio.pipeline.sources import ProgramItem, resample
 
     return [ProgramItem(program_audio=resample(it.audio_16k, ANALYSIS_RATE_HZ, 48000), analysis_audio=it.audio_16k,
@@ -169,7 +169,7 @@ def configurations(cuda: bool, which: str = "all") -> dict[str, frozenset[Optimi
 
 
 def _core_settings(b: BenchSettings, opts: frozenset[Optimization]) -> CoreSettings:
-    from studio.pipeline.roles import Layout
+    from studio.contracts import Layout
 
     layout = Layout.CANVAS if b.canvas else Layout.SQUARE
     return CoreSettings(size_px=b.size_px, layout=layout, canvas_height_px={"720p": 720, "1080p": 1080}.get(b.canvas,

@@ -71,7 +71,7 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
     import torch
 
     from studio.bench.harness import _per_frame, build_program, cut_program, load_program, machine_info
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
     from studio.presenter.anchor import build_anchor
     from studio.presenter.renderer import resolve_device
 
@@ -201,7 +201,7 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
     window of output frames, or of keyframes (window x key stride output frames) where keyframes are on."""
     from studio.bench.harness import cut_program, run_config
     from studio.pipeline.factory import default_optimizations
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
     from studio.pipeline.settings import Optimization as O
 
     info = GENERATORS.create(b.engine).info  # an unopened instance: its facts, no model

@@ -45,7 +45,7 @@ from studio.compile.silicon import PRECISION_LABELS, PRECISIONS, Fingerprint, su
 from studio.errors import CompileError
 
 if TYPE_CHECKING:
-    from studio.pipeline.roles import CompileTarget
+    from studio.contracts import CompileTarget
 
 log = logging.getLogger(__name__)
 

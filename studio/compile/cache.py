@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from studio.compile.silicon import PRECISIONS, Fingerprint
 
 if TYPE_CHECKING:
-    from studio.pipeline.roles import CompileTarget
+    from studio.contracts import CompileTarget
 
 SIDECAR_FORMAT = 1
 _NAME = re.compile(r"^(?P<model>[a-z0-9.\-]+)_(?P<arch>cpu|sm_\d+)_(?P<precision>" + "|".join(PRECISIONS)

@@ -80,7 +80,7 @@ def list_text(fp, root: Path) -> str:
     """The --list report: silicon, backends x precisions here (with reasons), models, cached engines."""
     from studio.compile import cache
     from studio.compile.builders import BACKENDS as IMPLS
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     lines = [f"silicon   {fp.summary()}", "", "backend              " + "".join(f"{PRECISION_LABELS[p]:<10}"
                                                                          for p in PRECISIONS)]
@@ -121,7 +121,7 @@ def _open_generator(name: str, fp, args: argparse.Namespace, precision: str):
     built. FP16 / BF16 engines are compared with eager at that precision (what the studio would run without them)."""
     import torch
 
-    from studio.pipeline.roles import GENERATORS, GeneratorSettings
+    from studio.contracts import GENERATORS, GeneratorSettings
     from studio.presenter.anchor import build_anchor
 
     from studio.generators import missing_packages
@@ -146,7 +146,7 @@ def _open_generator(name: str, fp, args: argparse.Namespace, precision: str):
 
 def _compile_one(name: str, fp, settings: BuildSettings, args: argparse.Namespace, root: Path, bar: ProgressBar):
     from studio.compile.jobs import compile_generator
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     info = GENERATORS.create(name).info
     if settings.backend != "eager" and info.compile_backends and settings.backend not in info.compile_backends:
@@ -179,7 +179,7 @@ def run_compile(args: argparse.Namespace) -> int:
     """Run the compile subcommand; returns the exit status (errors raise StudioError: one line, status 2)."""
     from studio.compile.builders import backend as backend_of
     from studio.paths import ENGINES
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     args = _with_defaults(args)
     root = Path(getattr(args, "engines_dir", None) or ENGINES)

@@ -35,7 +35,7 @@ from studio.compile.verify import Timing, Verification, at_batch, compare, flatt
 from studio.errors import CompileError
 
 if TYPE_CHECKING:
-    from studio.pipeline.roles import CompileTarget, Generator as StudioGenerator
+    from studio.contracts import CompileTarget, Generator as StudioGenerator
 
 log = logging.getLogger(__name__)
 

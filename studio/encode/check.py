@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from studio.pipeline.roles import ProgramFormat
+from studio.contracts import ProgramFormat
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -30,7 +30,7 @@ import numpy as np
 from studio.encode.encoder_process import ChildEncoder
 from studio.encode.encoders import EncodedPacket, StreamEncoder, StreamEncodeSettings
 from studio.errors import EncoderError, StudioError
-from studio.pipeline.roles import (
+from studio.contracts import (
     Output,
     OutputState,
     OutputStats,

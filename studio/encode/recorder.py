@@ -24,7 +24,7 @@ import numpy as np
 
 from studio.encode.settings import EncodeSettings
 from studio.errors import EncoderError, StudioError
-from studio.pipeline.roles import OUTPUTS, Output, OutputState, OutputStats, ProgramBatch, ProgramFormat
+from studio.contracts import OUTPUTS, Output, OutputState, OutputStats, ProgramBatch, ProgramFormat
 
 log = logging.getLogger(__name__)
 

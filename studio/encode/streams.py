@@ -39,7 +39,7 @@ from studio.encode.mp4 import (
     partial_path_for,
 )
 from studio.errors import EncoderError, InputError, OutputPathError
-from studio.pipeline.roles import OUTPUTS, Output, OutputState
+from studio.contracts import OUTPUTS, Output, OutputState
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +276,6 @@ def _mp4(path: Path | str, **kwargs) -> Output:
 
 
 # The other outputs register where they are defined; importing them here puts them in the registry that names this
-# module (studio.pipeline.roles.OUTPUTS).
+# module (studio.contracts.OUTPUTS).
 from studio.encode import virtualcam as _virtualcam  # noqa: F401
 from studio.encode import websocket as _websocket  # noqa: F401

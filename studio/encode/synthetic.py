@@ -15,7 +15,7 @@ import av
 import numpy as np
 import scipy.signal
 
-from studio.pipeline.roles import ProgramBatch, ProgramFormat
+from studio.contracts import ProgramBatch, ProgramFormat
 
 _MOTION_PERIOD_FRAMES = 50
 BEEP_HZ = 1000.0

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.errors import EncoderError
-from studio.pipeline.roles import (
+from studio.contracts import (
     OUTPUTS,
     Output,
     OutputState,

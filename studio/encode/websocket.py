@@ -44,7 +44,7 @@ from pathlib import Path
 from studio.encode.encoders import EncodedPacket, StreamEncodeSettings, avc_codec_string
 from studio.encode.hub import HubOutput, Sink
 from studio.errors import EncoderError, InputError
-from studio.pipeline.roles import OUTPUTS, OutputState, OutputStats
+from studio.contracts import OUTPUTS, OutputState, OutputStats
 
 log = logging.getLogger(__name__)
 

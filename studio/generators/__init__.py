@@ -1,6 +1,6 @@
-"""Talking-head engines as generators of the pipeline core (``studio.pipeline.roles.Generator``).
+"""Talking-head engines as generators of the pipeline core (``studio.contracts.Generator``).
 
-Each module registers its generator in ``studio.pipeline.roles.GENERATORS``; importing this package loads none of
+Each module registers its generator in ``studio.contracts.GENERATORS``; importing this package loads none of
 them (the registry imports a module when its engine is first asked for). ``engine_table`` is what ``doctor`` and the
 studio's engine chooser read: every engine, its native size, its audio encoder, whether its weights are installed and
 whether it needs a GPU.
@@ -46,7 +46,7 @@ def engine_table(weights_dirs: Mapping[str, Path] | None = None) -> list[dict]:
     """One row per registered engine: name, label, family, native and pyramidal px, audio encoder, whether its
     weights are present (and the first missing file), whether the studio can run it on them, whether it needs a GPU
     (and why), the optional packages it lacks, its licence."""
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     rows = []
     for name in GENERATORS.names():

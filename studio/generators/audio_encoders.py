@@ -30,7 +30,7 @@ import torch
 
 from studio.errors import ModelLoadError
 from studio.generators.weights import load_strict, read_state, seeded, torch_dtype
-from studio.pipeline.roles import ANALYSIS_RATE_HZ, AudioFeatureSpec
+from studio.contracts import ANALYSIS_RATE_HZ, AudioFeatureSpec
 
 WINDOW_S = 2.0  # encoder call: 2 s of new audio ...
 CONTEXT_S = 0.4  # ... plus 0.4 s either side (multiples of 640 samples: whole frames of every encoder)

@@ -18,7 +18,7 @@ import torch
 from studio.enhance.interp import Carry, MotionSpaceInterpolator, max_error_px
 from studio.errors import RenderError
 from studio.pipeline.graphs import Graphed, graphed
-from studio.pipeline.roles import (GENERATORS, CompileTarget, Generator, GeneratorInfo, GeneratorSettings,
+from studio.contracts import (GENERATORS, CompileTarget, Generator, GeneratorInfo, GeneratorSettings,
                                    InterpolationKind)
 from studio.presenter.coeffs import N_COEFFS
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from studio.errors import ModelLoadError, RenderError
 from studio.generators.audio_encoders import ENCODERS
 from studio.generators.weights import seeded, torch_dtype
-from studio.pipeline.roles import CompileTarget, Generator, GeneratorSettings
+from studio.contracts import CompileTarget, Generator, GeneratorSettings
 
 
 # -- the face crop of the anchor (engines that generate a face and paste it back) ------------------------------------

@@ -28,7 +28,7 @@ from studio.generators.common import NeuralGenerator, image_tensor, to_size
 from studio.generators.liveportrait import (MLP, AppearanceFeatureExtractor, LivePortraitConfig, MotionExtractor,
                                             SPADEDecoder, WarpingNetwork, bins_to_degrees, stitch, transform_keypoints)
 from studio.generators.weights import load_strict, read_state, require_file, strip_prefix
-from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
+from studio.contracts import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 
 MOTION_DIM = 265  # scale 1 + pitch 66 + yaw 66 + roll 66 + t 3 + exp 63
 AUDIO_DIM = 1024 + 35

@@ -27,7 +27,7 @@ from torch.nn.utils import spectral_norm
 
 from studio.generators.common import NeuralGenerator, image_tensor, to_size
 from studio.generators.weights import load_strict, read_state, require_file, strip_prefix
-from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
+from studio.contracts import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 from studio.presenter.coeffs import Coeff
 
 SOURCE_PX = 256

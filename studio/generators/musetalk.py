@@ -23,7 +23,7 @@ from studio.errors import ModelLoadError
 from studio.generators.audio_encoders import WhisperTiny
 from studio.generators.common import FacePaste, NeuralGenerator, face_box, image_tensor
 from studio.generators.weights import load_strict, read_state, require_file
-from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
+from studio.contracts import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 
 FACE_PX = 256
 VAE_SCALE = 0.18215

@@ -55,7 +55,7 @@ from studio.generators.audio_encoders import Wav2Vec2Base
 from studio.generators.common import NeuralGenerator, to_size
 from studio.generators.taehv import TAEHV_WEIGHTS, TAEHVDecoder, load_taehv
 from studio.generators.weights import default_dtype, load_strict, read_state, require_file, seeded
-from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
+from studio.contracts import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 
 log = logging.getLogger(__name__)
 

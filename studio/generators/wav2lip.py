@@ -17,7 +17,7 @@ from studio.errors import ModelLoadError
 from studio.generators.audio_encoders import Wav2LipMel
 from studio.generators.common import FacePaste, NeuralGenerator, face_box, image_tensor
 from studio.generators.weights import load_strict, read_state, strip_prefix
-from studio.pipeline.roles import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
+from studio.contracts import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
 
 FACE_PX = 96
 WEIGHT_FILES = ("wav2lip_gan.pth", "wav2lip.pth")

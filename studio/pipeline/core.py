@@ -1,7 +1,7 @@
 """The pipeline core: the one frame loop every mode runs (the studio's script and microphone modes, ``render``,
 ``live`` and ``bench``).
 
-Three stages on one frame clock (``studio.pipeline.roles`` has the contract):
+Three stages on one frame clock (``studio.contracts`` has the contract):
 - stage A (``motion``): the source's next chunk of frame slots with its audio; the motion source's coefficients; the
   silence sieve's decision and the keyframe stride per slot; the generator's audio features (behind the fingerprint
   cache);
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from studio.errors import RenderError, StudioError
-from studio.pipeline.roles import (Chunk, Generator, GeneratorSettings, InterpolationKind, Layout, MotionSource,
+from studio.contracts import (Chunk, Generator, GeneratorSettings, InterpolationKind, Layout, MotionSource,
                                    Output, Pacing, ProgramBatch, ProgramFormat, Source)
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.pipeline.telemetry import (CacheRate, ComputeSaved, OptimizationShare, OptimizationStatus, StageTiming,
@@ -86,7 +86,7 @@ class GeneratorPool:
     def __init__(self, engine: str, anchor, settings: CoreSettings, presenter_px: int,
                  weights_dir=None, on_open: Callable[[Generator, tuple[bool, bool]], None] | None = None,
                  shared: dict | None = None) -> None:
-        from studio.pipeline.roles import GENERATORS
+        from studio.contracts import GENERATORS
 
         self.engine = engine
         self.anchor = anchor

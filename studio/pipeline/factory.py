@@ -12,7 +12,7 @@ from pathlib import Path
 
 from studio.errors import InputError
 from studio.pipeline.core import Core, GeneratorPool, compiled_engine_note
-from studio.pipeline.roles import Layout, MotionSource, Output, Source
+from studio.contracts import Layout, MotionSource, Output, Source
 from studio.pipeline.settings import ALL_OPTIMIZATIONS, CoreSettings, Optimization
 from studio.pipeline.telemetry import TelemetryBus
 
@@ -121,7 +121,7 @@ def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> floa
     import numpy as np
 
     from studio.pipeline.motion import ProgramMotion
-    from studio.pipeline.roles import OnAir, Output, ProgramBatch
+    from studio.contracts import OnAir, Output, ProgramBatch
     from studio.pipeline.sources import ProgramItem, ProgramSource
 
     class _Drop(Output):

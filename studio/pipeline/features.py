@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from studio.pipeline.roles import ANALYSIS_RATE_HZ, Chunk
+from studio.contracts import ANALYSIS_RATE_HZ, Chunk
 
 log = logging.getLogger(__name__)
 

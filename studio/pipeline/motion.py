@@ -19,7 +19,7 @@ import numpy as np
 from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine, MicMotionSettings
 from studio.errors import ModelLoadError
 from studio.neural.constants import FPS as MODEL_FPS
-from studio.pipeline.roles import MOTION_SOURCES, Chunk, MotionSource, ProgramFormat, Source
+from studio.contracts import MOTION_SOURCES, Chunk, MotionSource, ProgramFormat, Source
 from studio.pipeline.settings import Optimization
 from studio.presenter.coeffs import MOUTH_COEFFS, N_COEFFS
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from studio.pipeline.roles import OUTPUTS, Output, OutputState, OutputStats, ProgramBatch, ProgramFormat
+from studio.contracts import OUTPUTS, Output, OutputState, OutputStats, ProgramBatch, ProgramFormat
 from studio.pipeline.telemetry import RateMeter
 
 

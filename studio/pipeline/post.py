@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from studio.errors import InputError
-from studio.pipeline.roles import POST_PROCESSORS, Chunk, OnAir, PostProcessor, ProgramFormat
+from studio.contracts import POST_PROCESSORS, Chunk, OnAir, PostProcessor, ProgramFormat
 
 log = logging.getLogger(__name__)
 

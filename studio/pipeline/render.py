@@ -18,7 +18,7 @@ from pathlib import Path
 
 from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.errors import EncoderError, InputError, StudioError
-from studio.pipeline.roles import Layout, OnAir
+from studio.contracts import Layout, OnAir
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.speech.types import Utterance
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from studio.pipeline.roles import Layout
+from studio.contracts import Layout
 
 
 class Optimization(enum.Enum):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from studio.pipeline.clock import ProgramAudio
-from studio.pipeline.roles import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, SOURCES, Chunk, OnAir, Pacing, ProgramFormat,
+from studio.contracts import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, SOURCES, Chunk, OnAir, Pacing, ProgramFormat,
                                    Source)
 from studio.speech.types import PhonemeTiming, Utterance, WordTiming
 

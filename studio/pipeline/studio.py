@@ -36,7 +36,7 @@ from studio.errors import AudioDeviceError, StudioError
 from studio.pipeline import commands as cmd
 from studio.pipeline.commands import PreviewMode
 from studio.pipeline.motion import warm_microphone
-from studio.pipeline.roles import OnAir
+from studio.contracts import OnAir
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.pipeline.telemetry import ClockSource, RuntimeState, TelemetryBus, TelemetrySnapshot
 

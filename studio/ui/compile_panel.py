@@ -40,7 +40,7 @@ class CompileWorker(QThread):
 
     def run(self) -> None:
         from studio.compile.jobs import compile_generator
-        from studio.pipeline.roles import GENERATORS, GeneratorSettings
+        from studio.contracts import GENERATORS, GeneratorSettings
 
         try:
             kwargs = {"field_divisor": 8 if self.pyramidal else 4} if self.model == "builtin" else {}
@@ -84,7 +84,7 @@ class CompilePanel(QWidget):
         self.silicon = QLabel(self.fp.summary())
         self.silicon.setWordWrap(True)
         self.model = QComboBox()
-        from studio.pipeline.roles import GENERATORS
+        from studio.contracts import GENERATORS
 
         for name in GENERATORS.names():
             self.model.addItem(name, name)

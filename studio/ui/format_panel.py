@@ -11,7 +11,7 @@ from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QVBoxLayout, QWidget)
 
-from studio.pipeline.roles import Layout
+from studio.contracts import Layout
 from studio.pipeline.settings import CoreSettings
 
 PICTURES = (  # label, layout, size (square) or canvas height

@@ -13,7 +13,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from studio.pipeline.roles import OutputState
+from studio.contracts import OutputState
 
 LIGHTS = {OutputState.ON: "#2fbf71", OutputState.STARTING: "#3d8bfd", OutputState.RECONNECTING: "#f2a541",
           OutputState.FAILED: "#e5383b", OutputState.OFF: "#55606e"}

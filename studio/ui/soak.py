@@ -42,7 +42,7 @@ class _Faulty:
 
 def _register_faulty() -> None:
     from studio.generators.builtin import BuiltinGenerator
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     class FaultyGenerator(BuiltinGenerator):
         def generate(self, coeffs, features=None):

@@ -68,7 +68,7 @@ def test_renderer_engine(default_anchor, tmp_path, backend, size) -> None:
 @pytest.mark.parametrize("backend", ["inductor", "cuda_graphs"])
 def test_heavy_engine_twins(default_anchor, tmp_path, name, backend) -> None:
     from studio.generators import missing_packages
-    from studio.pipeline.roles import GENERATORS, GeneratorSettings
+    from studio.contracts import GENERATORS, GeneratorSettings
 
     gen = GENERATORS.create(name)
     lacking = missing_packages(gen)

@@ -14,7 +14,7 @@ import torch
 from scipy.io import wavfile
 
 from studio.audio.settings import AudioEngine
-from studio.pipeline.roles import Layout, OnAir, Output, ProgramBatch
+from studio.contracts import Layout, OnAir, Output, ProgramBatch
 from studio.pipeline.settings import ALL_OPTIMIZATIONS, CoreSettings, Optimization
 
 pytestmark = pytest.mark.gpu

@@ -47,7 +47,7 @@ def test_gpu_i420_batch_streams_with_the_right_colours(tmp_path) -> None:
     pytest.importorskip("av", reason="PyAV: carry its wheel to the device machine")
     from studio.encode.streams import Mp4HubOutput
     from studio.encode.synthetic import decode_media
-    from studio.pipeline.roles import ProgramBatch, ProgramFormat
+    from studio.contracts import ProgramBatch, ProgramFormat
 
     fmt = ProgramFormat(1280, 720, 25.0)
     rgb = _blocks(720, 1280)

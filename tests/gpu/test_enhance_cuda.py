@@ -18,7 +18,7 @@ def _motion(n: int) -> np.ndarray:
 
 def _builtin(anchor, size: int, graphs: bool):
     from studio.generators.builtin import BuiltinGenerator
-    from studio.pipeline.roles import GeneratorSettings
+    from studio.contracts import GeneratorSettings
 
     gen = BuiltinGenerator()
     gen.open(anchor, GeneratorSettings(device="cuda", size_px=size, batch_frames=8, cuda_graphs=graphs))

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 pytest.importorskip("diffusers", reason="needs the 'engines' extra (NEWSSTUDIO_EXTRAS=engines ./installers/setup.sh)")
 
 from studio.bench.engine_speed import bench_anchor  # noqa: E402
-from studio.pipeline.roles import GENERATORS, GeneratorSettings  # noqa: E402
+from studio.contracts import GENERATORS, GeneratorSettings  # noqa: E402
 from studio.presenter.coeffs import N_COEFFS  # noqa: E402
 
 

@@ -69,7 +69,7 @@ class Watch:
 def watch():
     """Registers ``ENGINE``: the built-in engine, with every call noted."""
     from studio.generators.builtin import BuiltinGenerator
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     w = Watch()
 
@@ -219,7 +219,7 @@ def test_the_stack_check_can_fail(watch: Watch, default_anchor) -> None:
     """A call from outside the core is seen as such."""
     import torch
 
-    from studio.pipeline.roles import GENERATORS, GeneratorSettings
+    from studio.contracts import GENERATORS, GeneratorSettings
     from studio.presenter.coeffs import N_COEFFS
 
     gen = GENERATORS.create(ENGINE)
@@ -231,7 +231,7 @@ def test_the_stack_check_can_fail(watch: Watch, default_anchor) -> None:
 
 # -- no other frame loop -------------------------------------------------------------------------------------------------
 
-FRAME_CALLS = {"generate", "render_span"}  # a generator's frame-making methods (studio.pipeline.roles.Generator)
+FRAME_CALLS = {"generate", "render_span"}  # a generator's frame-making methods (studio.contracts.Generator)
 RENDERERS = {"Presenter", "WarpRenderer", "MotionSpaceInterpolator", "render_causal", "render_batch"}
 # Where frames may be made other than through the core, and why:
 ALLOWED = {

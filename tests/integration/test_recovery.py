@@ -133,7 +133,7 @@ _FULL_DISK = textwrap.dedent("""
     import numpy as np
     from studio.encode.recorder import RecorderOutput
     from studio.errors import StudioError
-    from studio.pipeline.roles import ProgramBatch, ProgramFormat
+    from studio.contracts import ProgramBatch, ProgramFormat
 
     out = Path(sys.argv[1])
     cap = int(sys.argv[2])
@@ -184,7 +184,7 @@ _RECORDER = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from studio.encode.recorder import RecorderOutput
-    from studio.pipeline.roles import ProgramBatch, ProgramFormat
+    from studio.contracts import ProgramBatch, ProgramFormat
 
     fmt = ProgramFormat(160, 96, 25.0)
     rec = RecorderOutput(Path(sys.argv[1]), fragmented=True, block=True)

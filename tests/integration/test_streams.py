@@ -26,7 +26,7 @@ from studio.encode.encoders import StreamEncodeSettings
 from studio.encode.streams import Mp4FileSink, Mp4HubOutput, StreamOutput
 from studio.encode.synthetic import SyncSource, decode_media, measure_sync
 from studio.errors import OutputPathError
-from studio.pipeline.roles import OutputState, ProgramFormat
+from studio.contracts import OutputState, ProgramFormat
 
 pytestmark = [
     pytest.mark.integration,

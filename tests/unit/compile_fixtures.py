@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from studio.compile.silicon import Fingerprint
-from studio.pipeline.roles import CompileTarget
+from studio.contracts import CompileTarget
 
 FP = Fingerprint(kind="cpu", name="Test CPU", arch="cpu", cpu_isa=("AVX2",), cores=2)
 

@@ -19,7 +19,7 @@ from studio.compile.jobs import compile_target
 from studio.compile.settings import BuildSettings
 from studio.compile.verify import compare
 from studio.errors import CompileError
-from studio.pipeline.roles import CompileTarget
+from studio.contracts import CompileTarget
 
 ORT = BuildSettings(backend="onnxruntime", batch=4, timed_calls=2, warmup_calls=0)
 

@@ -12,7 +12,7 @@ from compile_fixtures import FP, run, tiny_target
 from studio.compile import cache
 from studio.compile.jobs import compile_target, load_engine
 from studio.compile.settings import BuildSettings
-from studio.pipeline.roles import CompileTarget
+from studio.contracts import CompileTarget
 
 
 @pytest.mark.parametrize("precision, method", [("fp32", "dynamic"), ("int8", "dynamic"), ("int8", "static")])

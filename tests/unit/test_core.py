@@ -12,7 +12,7 @@ import torch
 
 from studio.audio.settings import AudioEngine
 from studio.errors import EncoderError, InputError
-from studio.pipeline.roles import Layout, OnAir, Output, ProgramBatch, ProgramFormat
+from studio.contracts import Layout, OnAir, Output, ProgramBatch, ProgramFormat
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.speech.types import PhonemeTiming
 
@@ -123,7 +123,7 @@ def test_gpu_flags_need_cuda_and_are_refused_on_the_cpu_in_one_line(default_anch
     from studio.generators.builtin import BuiltinGenerator
     from studio.pipeline.factory import make_core, parse_optimizations
     from studio.pipeline.motion import ProgramMotion
-    from studio.pipeline.roles import GeneratorSettings
+    from studio.contracts import GeneratorSettings
     from studio.pipeline.sources import ProgramSource
 
     # on the CPU, graphs mean the cached compiled engine, and the tests' engine cache (conftest) is empty
@@ -164,7 +164,7 @@ def test_yuv_layouts_for_the_encoders() -> None:
 
 def test_canvas_is_16_9_with_the_presenter_box_and_the_lower_third() -> None:
     from studio.pipeline.post import Canvas
-    from studio.pipeline.roles import Chunk
+    from studio.contracts import Chunk
 
     assert CoreSettings(layout=Layout.CANVAS, canvas_height_px=720).output_size == (1280, 720)
     assert CoreSettings(layout=Layout.CANVAS, canvas_height_px=1080).output_size == (1920, 1080)

@@ -21,7 +21,7 @@ from studio.encode.encoders import (
     split_annexb,
 )
 from studio.encode.hub import EncodeHub, Sink, acquire_hub, release_hub
-from studio.pipeline.roles import ProgramBatch, ProgramFormat
+from studio.contracts import ProgramBatch, ProgramFormat
 
 FMT = ProgramFormat(160, 96, 25.0)
 

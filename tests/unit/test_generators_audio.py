@@ -12,7 +12,7 @@ from _engine_fixtures import EXTRA
 from studio.audio.fingerprint import FingerprintCache
 from studio.errors import ModelLoadError
 from studio.generators import audio_encoders as ae
-from studio.pipeline.roles import AudioFeatureSpec
+from studio.contracts import AudioFeatureSpec
 
 
 def _speech_like(seconds: float, seed: int = 0) -> np.ndarray:

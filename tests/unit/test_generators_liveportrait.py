@@ -10,7 +10,7 @@ from studio.errors import ModelLoadError
 from studio.generators import ditto as dt
 from studio.generators.weights import param_count
 from studio.generators.liveportrait import LivePortraitConfig, LivePortraitGenerator, LivePortraitNets
-from studio.pipeline.roles import GeneratorSettings
+from studio.contracts import GeneratorSettings
 
 SMALL = LivePortraitConfig(block_expansion=8, max_features=64, reshape_channel=8, reshape_depth=8, num_resblocks=1,
                            convnext_depths=(1, 1, 1, 1), convnext_dims=(8, 16, 16, 16), dense_block_expansion=8,

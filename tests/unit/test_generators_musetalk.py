@@ -9,7 +9,7 @@ import torch
 
 from _engine_fixtures import EXTRA, motion, small_anchor
 from studio.errors import ModelLoadError
-from studio.pipeline.roles import GeneratorSettings
+from studio.contracts import GeneratorSettings
 
 diffusers = pytest.importorskip("diffusers", reason=EXTRA)
 from studio.generators import musetalk as mt  # noqa: E402

@@ -11,7 +11,7 @@ import torch
 from _engine_fixtures import EXTRA, motion, small_anchor
 from studio.errors import ModelLoadError
 from studio.generators.weights import param_count
-from studio.pipeline.roles import GeneratorSettings
+from studio.contracts import GeneratorSettings
 
 pytest.importorskip("diffusers", reason=EXTRA)
 from safetensors.torch import save_file  # noqa: E402
@@ -126,7 +126,7 @@ def test_late_audio_is_dropped_and_windows_stay_aligned():
 @pytest.mark.parametrize("engine, params_g, gib", [("wan2.1-1.3b", "1.9", None), ("wan2.1-14b", "20", "37")])
 def test_the_size_a_dit_row_states_is_the_size_of_its_twin(engine, params_g, gib):
     """The "needs a GPU" reasons name the twin's own size (counted on the meta device: nothing is allocated)."""
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     gen = GENERATORS.create(engine)
     with torch.device("meta"):
@@ -137,7 +137,7 @@ def test_the_size_a_dit_row_states_is_the_size_of_its_twin(engine, params_g, gib
 
 
 def test_the_options_are_engines_of_their_own_whose_labels_say_them():
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     base = GENERATORS.create("wan2.1-1.3b").info
     tiny = GENERATORS.create("wan2.1-1.3b-taehv")

@@ -9,7 +9,7 @@ from _engine_fixtures import motion, small_anchor
 from studio.errors import ModelLoadError
 from studio.generators.weights import param_count
 from studio.generators.wav2lip import Wav2LipGenerator, Wav2LipNet
-from studio.pipeline.roles import GeneratorSettings
+from studio.contracts import GeneratorSettings
 
 
 def test_network_has_the_release_size():

@@ -17,7 +17,7 @@ def probe(monkeypatch):
     """Registers ``ENGINE`` (the built-in engine) and notes each open (the run and the form's settings) and close."""
     from studio.bench import harness
     from studio.generators.builtin import BuiltinGenerator
-    from studio.pipeline.roles import GENERATORS
+    from studio.contracts import GENERATORS
 
     state = {"run": 0, "opened": [], "closed": 0}
 

@@ -293,7 +293,7 @@ def test_a_long_recording_is_streamed_and_matches_the_whole_track() -> None:
     """The program's neural mouth track is computed as far as the frames asked for (a long file starts at once, with
     true progress), and each row equals the whole track resampled to the output rate."""
     from studio.pipeline.motion import ProgramMotion, _NeuralTrack
-    from studio.pipeline.roles import ProgramFormat
+    from studio.contracts import ProgramFormat
     from studio.pipeline.sources import ProgramSource, item_from_audio
 
     eng = _engine()

@@ -16,7 +16,7 @@ import pytest
 from studio.audio.capture import CaptureStatus
 from studio.audio.ringbuffer import AudioRing
 from studio.audio.settings import AudioEngine
-from studio.pipeline.roles import PROGRAM_RATE_HZ, OnAir, Pacing, ProgramBatch, ProgramFormat
+from studio.contracts import PROGRAM_RATE_HZ, OnAir, Pacing, ProgramBatch, ProgramFormat
 from studio.pipeline.sources import MicSource, ProgramItem, ProgramSource
 
 RATE = 16000

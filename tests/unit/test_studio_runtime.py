@@ -191,7 +191,7 @@ class _FailsOnce:
 
     def __enter__(self) -> "_FailsOnce":
         from studio.generators.builtin import BuiltinGenerator
-        from studio.pipeline.roles import GENERATORS
+        from studio.contracts import GENERATORS
 
         probe = self
 
@@ -220,7 +220,7 @@ class _FailsOnce:
         return self
 
     def __exit__(self, *exc) -> None:
-        from studio.pipeline.roles import GENERATORS
+        from studio.contracts import GENERATORS
 
         GENERATORS._factories.pop(self.name, None)
 

@@ -13,7 +13,7 @@ import pytest
 
 from studio.encode.virtualcam import VirtualCamOutput, virtualcam_status
 from studio.errors import EncoderError
-from studio.pipeline.roles import OutputState, ProgramBatch, ProgramFormat
+from studio.contracts import OutputState, ProgramBatch, ProgramFormat
 
 pyvirtualcam = pytest.importorskip("pyvirtualcam", reason="pyvirtualcam is optional: pip install pyvirtualcam")
 

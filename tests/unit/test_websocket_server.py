@@ -23,7 +23,7 @@ from studio.encode.websocket import (
     frame_message,
 )
 from studio.errors import InputError
-from studio.pipeline.roles import ProgramBatch, ProgramFormat
+from studio.contracts import ProgramBatch, ProgramFormat
 
 FMT = ProgramFormat(160, 96, 25.0)
 

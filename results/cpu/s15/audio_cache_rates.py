@@ -26,7 +26,7 @@ def main() -> int:
 
     from studio.bench.harness import build_program
     from studio.pipeline.features import FeatureStage
-    from studio.pipeline.roles import GENERATORS, ANALYSIS_RATE_HZ
+    from studio.contracts import GENERATORS, ANALYSIS_RATE_HZ
     from studio.pipeline.settings import CoreSettings
 
     torch.set_num_threads(2)
@@ -39,7 +39,7 @@ def main() -> int:
     for name in a.engines.split(","):
         gen = GENERATORS.create(name)
         # the encoder alone: the generator's settings say where it runs; the generator's networks are not built
-        from studio.pipeline.roles import GeneratorSettings
+        from studio.contracts import GeneratorSettings
 
         gen.settings = GeneratorSettings(device="cpu", precision="fp32")
         gen.twin, gen.device = True, torch.device("cpu")

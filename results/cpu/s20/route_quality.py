@@ -32,7 +32,7 @@ def main() -> int:
     from studio.enhance.rife import RifeInterpolator
     from studio.generators.builtin import BuiltinGenerator
     from studio.pipeline.post import span_for
-    from studio.pipeline.roles import GeneratorSettings
+    from studio.contracts import GeneratorSettings
     from studio.presenter.anchor import build_anchor
 
     dev = a.device
