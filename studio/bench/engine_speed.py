@@ -4,7 +4,7 @@ per window. What the core adds (pyramidal upscaling, keyframes + RIFE, the audio
 ``python main.py bench --leaderboard``; this is the engines' own cost, and the check of ENGINES.md's DiT table.
 
 `python -m studio.bench.engine_speed --device cuda --precision bf16 --engines all --sizes native pyramidal 1024
- --json results/engines.json`
+ --json engines.json`
 
 Sizes: ``native`` / ``pyramidal`` are each engine's ``GeneratorInfo`` sizes; a number is a square size in pixels.
 Engines that generate a face and paste it back (Wav2Lip, MuseTalk) run their network at their native face size

@@ -2,7 +2,7 @@
 the microphone, with faults injected on the way; memory, step time, A/V offset, GUI stalls and drops are sampled
 every ``--every`` seconds into JSON and a PNG plot.
 
-    python -m studio.ui.soak --minutes 60 --out results/soak
+    python -m studio.ui.soak --minutes 60 --out benchmarks/cpu
 
 Faults (each logged with what the studio said): the sound server killed and restarted (microphone phase); the
 recording disk filled (a small tmpfs as the recording folder, root only; skipped otherwise); an exception injected
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=60.0, help="total length (default 60)")
     p.add_argument("--mic-share", type=float, default=0.25, help="share of the run in microphone mode (default 0.25)")
     p.add_argument("--every", type=float, default=10.0, help="seconds between samples")
-    p.add_argument("--out", type=Path, default=Path("results/soak"))
+    p.add_argument("--out", type=Path, default=Path("benchmarks/cpu"))
     p.add_argument("--size", type=int, default=512)
     p.add_argument("--small-disk-mb", type=int, default=40, help="size of the tmpfs the recording moves to (default 40)")
     a = p.parse_args(argv)

@@ -3,7 +3,7 @@ as a TCP MPEG-TS listener, the MP4 recording through the shared encode, a receiv
 WebCodecs page in headless Chromium. Each receiver's file is decoded and the A/V offset measured against the source
 (the sync test: a white frame and a beep every second, plus never-repeating noise for cross-correlation).
 
-The 60-second real-time runs and the latency measurements are ``python -m studio.encode.check`` (results/streams).
+The 60-second real-time runs and the latency measurements are ``python -m studio.encode.check`` (benchmarks/README.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,104 @@
+"""The scripts in benchmarks/: their argument parsing, and the code of each that calls the product, on tiny inputs.
+
+The figures themselves come from running the scripts (benchmarks/README.md); these tests only check that the scripts
+still fit the product they measure."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+
+
+def load(relpath: str):
+    """A script of benchmarks/ as a module (they are not a package)."""
+    path = BENCH / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def tiny_program(seconds: float = 0.5, repeats: int = 2):
+    """A bench program of a speech-like noise burst said ``repeats`` times (a repeated phrase, like the ident)."""
+    from studio.bench.harness import BenchItem
+    from studio.contracts import ANALYSIS_RATE_HZ
+
+    rng = np.random.default_rng(7)
+    n = int(seconds * ANALYSIS_RATE_HZ)
+    burst = (0.2 * rng.standard_normal(n) * np.hanning(n)).astype(np.float32)
+    return [BenchItem(burst, "NewsStudio") for _ in range(repeats)]
+
+
+def test_audio_cache_rates_counts_the_repeated_phrase_as_hits():
+    mod = load("audio_cache_rates.py")
+    a = mod.parse_args(["--engines", "wav2lip", "--fps", "25", "--seconds", "3"])
+    assert (a.engines, a.fps, a.seconds, a.json) == ("wav2lip", 25.0, 3.0, None)
+    out = mod.measure(tiny_program(), ["wav2lip"], 25.0)
+    (enc, st), = out.items()
+    assert st["engine"] == "wav2lip"
+    assert st["misses"] > 0 and st["hits"] > 0  # the second saying of the phrase comes from the cache
+    assert 0.0 < st["hit_rate"] <= 0.5
+
+
+def test_live_latency_reads_the_summary_line_that_live_prints():
+    from studio.pipeline.live import LiveSummary
+
+    mod = load("live_latency.py")
+    line = LiveSummary(elapsed_s=60.0, frames=1503, dropped=2, latency_ms_median=125.4, latency_ms_p95=135.0,
+                       motion={}, engine="neural", microphone="running", cpu_load=0.36, cores=2).line()
+    got = mod.parse_summary("live: listening on 'pulse' for 60 s\nlive: " + line + "\n")
+    assert got == {"elapsed_s": 60.0, "frames": 1503, "fps": 25.1, "dropped": 2, "latency_ms_median": 125.0,
+                   "latency_ms_p95": 135.0, "cpu_load_percent": 36, "cores": 2}
+    assert mod.parse_summary("error: no microphone") is None
+    assert mod.parse_args(["--seconds", "5"]).seconds == 5.0
+
+
+def test_render_lipsync_reads_render_stage_line_and_the_rundown():
+    mod = load("render_lipsync.py")
+    text = ("wrote /tmp/r.mp4 (803 frames, 32.12 s, device cpu)\nstage seconds (real-time factor): anchor 0.15 s "
+            "(0.005), speech 2.75 s (0.086), render 16.70 s (0.520)\n")
+    assert mod.parse_stages(text) == {"anchor": {"s": 0.15, "rtf": 0.005}, "speech": {"s": 2.75, "rtf": 0.086},
+                                      "render": {"s": 16.7, "rtf": 0.52}}
+    assert mod.parse_stages("no such line") == {}
+    one, whole = mod.rundown_script(1), mod.rundown_script()
+    assert one and whole.startswith(one) and len(whole) > len(one)
+    assert mod.parse_args(["--stories", "2"]).stories == 2
+
+
+def test_dit_parts_runs_its_check_on_the_cpu(tmp_path):
+    from studio.bench.harness import save_program
+
+    program = tmp_path / "program.npz"
+    save_program(tiny_program(0.5, 1), program)
+    out = tmp_path / "parts.json"
+    done = subprocess.run([sys.executable, str(BENCH / "gpu" / "dit_parts.py"), "--check", "--repeats", "1",
+                           "--program", str(program), "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    d = json.loads(out.read_text())
+    assert d["engine"] == "builtin" and len(d["runs"]) == 1
+    assert d["runs"][0]["frames"] > 0 and d["summary"]["wall_ms_per_frame_median"] > 0
+
+
+def test_gpu_bundle_script_parses_and_says_what_is_missing(tmp_path):
+    script = BENCH / "gpu" / "run.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    done = subprocess.run(["bash", str(script), "core"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "make_bundles.sh" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["audio_cache_rates.py", "live_latency.py", "render_lipsync.py", "gpu/dit_parts.py"])
+def test_each_script_explains_its_one_command(name):
+    doc = load(name).__doc__
+    assert f"benchmarks/{name}" in doc
