@@ -19,7 +19,7 @@ p/b/m closure (``NeuralSettings.pbm_closure``, on by default): a frame whose vis
 probability reaches ``NeuralSettings.pbm_threshold``, comes out with the lips together (LIP_PART 0); the model is still
 fed back its own coefficients, so the visemes do not change. Why: the
 shipped weights are an ensemble (``Audio2MotionEnsemble``), whose mean mouth seldom closes fully unless every member
-does, while its visemes are the more accurate signal (metrics.json, experiments_session8).
+does, while its visemes are the more accurate signal (metrics.json, human_speech_eval).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class NeuralSettings:
         default=True,
         metadata={"label": "Close the lips on frames the viseme head calls p/b/m"},
     )
-    # 0.1: picked on the human-speech validation split by the rule in metrics.json experiments_session10.
+    # 0.1: picked on the human-speech validation split by the rule in metrics.json validation_split.
     pbm_threshold: float = field(
         default=0.1,
         metadata={"label": "Also close them where P(p/b/m) reaches this (0 = only where p/b/m is the top viseme)",

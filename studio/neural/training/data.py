@@ -419,7 +419,7 @@ def _make_voice(
     vary_pitch: bool = False, channel: float = 0.0,
 ) -> dict:
     """Synthesize ~``minutes`` of clean speech with ``voice``, augment ``copies`` times, write one shard (named after
-    the voice, plus ``_tag`` when a tag is given: a second round of a voice with another seed sits beside the first).
+    the voice, plus ``_tag`` when a tag is given: a second batch of a voice with another seed sits beside the first).
     ``labels``: "aligned" = phone timings from pocketsphinx forced alignment of the clean clip to its text (clips that
     do not align are dropped and counted); "aligned+engine" = the same, but a clip that does not align keeps the
     engine's timings (the shard's ``clip_aligned`` flags say which; the trainer can leave them out); "engine" = the
@@ -482,7 +482,7 @@ def _make_voice(
                 flags.append(int(ok))
     offsets = np.cumsum([0] + [len(m) for m in mels])
     foffsets = np.cumsum([0] + nframes)
-    name = voice.replace(":", "_") + (f"_{tag}" if tag else "")  # the info names the round as voice#tag
+    name = voice.replace(":", "_") + (f"_{tag}" if tag else "")  # the info names the batch as voice#tag
     if mels:  # a voice none of whose clips aligned leaves no shard (its info says so)
         np.savez_compressed(
             out_dir / f"{name}.npz", mel=np.concatenate(mels), mel_offsets=offsets, coeffs=np.concatenate(coeffs),
@@ -517,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
                         "voices to an existing folder (aligned labels only; --minutes / --val-minutes are theirs)")
     p.add_argument("--only", default="", help="comma-separated voices of that set to make (e.g. kokoro:blend); "
                    "--minutes are shared among them as if the others were made too")
-    p.add_argument("--tag", default="", help="suffix for the shard names (another round of the same voices with "
+    p.add_argument("--tag", default="", help="suffix for the shard names (another batch of the same voices with "
                    "another --seed, kept beside the first)")
     p.add_argument("--flite-pitch", action="store_true", help="Flite voices at random mean F0 and F0 spread")
     p.add_argument("--channel", type=float, default=0.0, help="share of augmented copies that go through a realistic "

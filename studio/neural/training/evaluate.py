@@ -220,7 +220,7 @@ def close_lips(part: np.ndarray, vis: np.ndarray, probs: np.ndarray, clip_frames
 
 
 def closure_sweep(dump: Path, bias: np.ndarray | None = None) -> list[dict]:
-    """Every (tau, hold) candidate of the p/b/m decoding rule (metrics.json experiments_session10) scored on a dump of
+    """Every (tau, hold) candidate of the p/b/m decoding rule (metrics.json validation_split) scored on a dump of
     ``evaluate --no-pbm-closure --dump``: p/b/m closure, closure on other speech frames and on open vowels. With
     ``bias``: on the calibrated visemes and probabilities (``calibrated``)."""
     z = np.load(dump)
@@ -252,7 +252,7 @@ def calibrated(vis: np.ndarray, probs: np.ndarray, bias: np.ndarray) -> tuple[np
 
 
 def fit_viseme_bias(dump: Path, passes: int = 5) -> tuple[np.ndarray, list[float]]:
-    """The calibration of the rule in metrics.json experiments_session10 (rule_viseme_calibration): coordinate ascent on
+    """The calibration of the rule in metrics.json validation_split (viseme_calibration_rule): coordinate ascent on
     viseme accuracy over per-class log-probability offsets in -3..3 (steps of 0.1); returns the offsets and the
     accuracy after each pass."""
     z = np.load(dump)

