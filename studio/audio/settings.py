@@ -62,7 +62,7 @@ class AudioEngine(Enum):
 
 # The default for live and recorded audio input: the neural engine, since its shipped weights (an ensemble of two
 # models, with p/b/m closure) beat pocketsphinx on human speech on both viseme accuracy and p/b/m lip closure
-# (0.703 / 0.609 vs 0.697 / 0.543: resources/models/audio2motion/metrics.json, human_speech_eval; issue 5).
+# (0.703 / 0.609 vs 0.697 / 0.543: resources/models/audio2motion/metrics.json, human_speech_eval).
 # Pocketsphinx stays selectable: the baseline, and about 0.1 s quicker to show the mouth live.
 DEFAULT_AUDIO_ENGINE = AudioEngine.NEURAL
 

@@ -2,7 +2,7 @@
 
 Every one is a ``Sink`` of the shared encode (``studio.encode.hub``): no output encodes on its own.
 
-Timestamps and the AAC priming trap (../shared/ASSETS.md): the hub's first AAC frame carries 1024 priming samples at
+Timestamps and the AAC priming trap: the hub's first AAC frame carries 1024 priming samples at
 a negative time. The MP4 sink muxes it as it is, so the MP4 muxer writes an edit list that makes players skip it
 (zero offset, measured: tests/integration/test_streams.py). FLV and MPEG-TS have no edit list and clamp negative
 times, so their sinks shift the whole timeline, video and audio alike, by ``PRIMING_SHIFT_S``: the priming plays

@@ -31,9 +31,9 @@ def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Opt
     """What the drivers switch on unless told otherwise: everything that applies on this device, except keyframes +
     interpolation for the built-in engine, which measured slower with it on both devices: its in-between frames are
     composed in full and only the warp field is interpolated, which the pyramidal field has already made cheap
-    (bench and the studio's live shares, results/cpu and results/gpu); and on the CPU for every engine: the neural
+    (bench and the studio's live shares, benchmarks/README.md); and on the CPU for every engine: the neural
     engines' in-between frames come from RIFE, which on the CPU costs more than generating the frame (Wav2Lip at
-    the 1080p canvas at 25 fps: 124 ms a frame, 165 with keyframes at stride 2; results/cpu/s20). The HUD's pill
+    the 1080p canvas at 25 fps: 124 ms a frame, 165 with keyframes at stride 2). The HUD's pill
     turns it on.
     ``engine`` "" means every flag this device can run."""
     opts = set(ALL_OPTIMIZATIONS)

@@ -57,7 +57,7 @@ def graphed(fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda
             compiled_fn: Callable | None = None, pool=None, thread_local: bool = False, name: str = "") -> Graphed:
     """``Graphed(fn)``, or with ``compile`` a CUDA graph of ``fn`` compiled by TorchInductor for these shapes (its
     kernels fused: the built-in renderer 0.24 -> 0.15 ms a 1080p frame and the Wan 1.3B DiT 1.74 -> 0.89 s a window on
-    an H100, results/gpu/s16). Where inductor cannot compile (no Triton, an unsupported operation) the eager ``fn`` is
+    an H100). Where inductor cannot compile (no Triton, an unsupported operation) the eager ``fn`` is
     graphed instead and ``compiled`` says so. ``compiled_fn``: the compiled form to graph where only part of ``fn`` is
     compiled (default: all of it)."""
     if compile:

@@ -149,7 +149,7 @@ class StallMeter:
 
 
 # -- the telemetry bus: one form of per-frame measurements that the runtime, the pipeline and the bench publish, and
-# -- that the HUD and the bench read (latest value pulled; STYLE rule 5) -----------------------------------------------
+# -- that the HUD and the bench read (latest value pulled) -------------------------------------------------------------
 
 class OptimizationStatus(enum.Enum):
     ACTIVE = "active"  # on in the run that publishes

@@ -4,7 +4,7 @@
 rewrites numbers, dates and money (``studio.speech.normalize``) and cuts the text into pieces of bounded length:
 sentences, and a sentence longer than ``MAX_PIECE_WORDS`` at its clause marks, else before a conjunction, else between
 words. Piper's memory grows with the square of a sentence's length (measured on this machine, one sentence of
-"word": 50 words +72 MB, 100 words +228 MB, 200 words +544 MB; the issue measured 1,000 words at 10.6 GB), so the bound
+"word": 50 words +72 MB, 100 words +228 MB, 200 words +544 MB; 1,000 words took 10.6 GB), so the bound
 keeps any script within a few hundred MB. A piece cut inside a sentence ends with a comma, so the voice phrases it as
 a clause, and the silence at that join is kept to a clause pause.
 

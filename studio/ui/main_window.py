@@ -37,7 +37,7 @@ from studio.ui.rundown_panel import RundownPanel, Teleprompter
 
 log = logging.getLogger(__name__)
 
-TICK_MS = 16  # the one timer: frames, meters, telemetry (STYLE rule 5)
+TICK_MS = 16  # the one timer: frames, meters, telemetry (latest value pulled, no signal per buffer)
 TELEMETRY_EVERY_TICKS = 6  # ~100 ms
 CHARTS_EVERY_TICKS = 60  # ~1 s between the charts' data points
 CHART_DRAW_EVERY_TICKS = 8  # one plot redrawn every 8th tick: seven in 56 ticks, before the next point

@@ -100,7 +100,7 @@ def test_settings_slow_down() -> None:
     assert slow.duration_s > 1.2 * fast.duration_s
 
 
-# -- hostile and marked-up scripts (issue 20) -------------------------------------------------------------------------
+# -- hostile and marked-up scripts ----------------------------------------------------------------------------------
 
 
 def _contiguous(utt: Utterance) -> None:

@@ -1,4 +1,4 @@
-"""The import contract (STYLE rule 1): only studio/ui may import Qt (PySide6, pyqtgraph, shiboken6)."""
+"""The import contract: only studio/ui may import Qt (PySide6, pyqtgraph, shiboken6)."""
 
 from __future__ import annotations
 

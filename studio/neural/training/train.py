@@ -55,7 +55,7 @@ class Augment(str, Enum):
 
     RECIPE = "recipe"  # level offset, tilt, one masked band (the shipped weights)
     STRONG = "strong"  # ``strong_augment``: gain, smooth EQ, noise, mel-axis warp, SpecAugment masks
-    # Tried once (issue 5, 3 runs of 5.2 min on the H200): better on held-out TTS voices, WORSE on human speech
+    # Tried once (3 runs of 5.2 min on an H200): better on held-out TTS voices, WORSE on human speech
     # (viseme accuracy 0.51..0.56 vs 0.61; f/v recall 0.48 -> 0.12): off by default, the shipped weights use RECIPE.
 
 
@@ -115,7 +115,7 @@ def add_breaths(seg: np.ndarray, vis: np.ndarray, rng: np.random.Generator, p: f
     silence.
 
     Why: on the human clips most silence frames the models call speech follow the end of a phrase (an exhale, a breathy
-    tail: y2 of session 5 had 44 of its 68 there, pocketsphinx 6), and TTS speech never breathes. ``seg``: the crop's
+    tail: one run had 44 of its 68 there, pocketsphinx 6), and TTS speech never breathes. ``seg``: the crop's
     log-mel (LEFT_CTX frames of context, then 4 per motion frame); ``vis``: its motion frames' visemes (0 = silence).
     An event is a tail that decays from the start of the stretch, an inhale that swells before its end, or a burst
     anywhere in it: smooth random colour (up to three formant-like bumps and a tilt), its peak 10-30 dB below the
