@@ -1,4 +1,4 @@
-"""Command line: the studio window by default, subcommands for headless work (see DESIGN.md's contract).
+"""Command line: the studio window by default, subcommands for headless work.
 
 Every command is a thin driver of the one pipeline core (``studio.pipeline.factory``): it validates its arguments
 before any work, picks a source, a motion source, settings and outputs, and runs the core. Every user error ends in one

@@ -1,7 +1,7 @@
 """Engine speed: each talking-head engine's generator alone (timing twins, random weights), warmed up, synchronized
 around each timed call, repeated; medians of ms per output frame, the GPU memory peak, and each audio encoder's ms
 per window. What the core adds (pyramidal upscaling, keyframes + RIFE, the audio cache, async stages) is measured by
-``python main.py bench --leaderboard``; this is the engines' own cost, and the check of ENGINES.md's DiT table.
+``python main.py bench --leaderboard``; this is the engines' own cost.
 
 `python -m studio.bench.engine_speed --device cuda --precision bf16 --engines all --sizes native pyramidal 1024
  --json engines.json`
