@@ -206,7 +206,7 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
 
     info = GENERATORS.create(b.engine).info  # an unopened instance: its facts, no model
     opts = default_optimizations(all_opts, b.engine)
-    if info.name != "builtin" and not info.pyramidal_px:
+    if not info.has_pyramidal_route:
         opts = opts - {O.PYRAMIDAL}  # one native size: nothing smaller to generate
     runs: dict = {"opts": opts}
     window = info.batch_sizes[0] if len(info.batch_sizes) == 1 else 0

@@ -100,16 +100,14 @@ class GeneratorPool:
         self.compiled_installed: bool | None = None  # CPU: whether a compiled engine runs (None: not tried yet)
         self._lock = threading.Lock()
         self._on_open = on_open
-        probe = self._factory()  # its class facts only: opening a form builds the model
-        self.info = probe.info
-        self._pastes_face = bool(getattr(probe, "pastes_face", False))
+        self.info = self._factory().info  # its class facts only: opening a form builds the model
 
     def size_for(self, pyramidal: bool) -> int:
         """The size a generator form renders at."""
         info = self.info
-        if info.name == "builtin" or self._pastes_face:
-            # the built-in's pyramidal route is its low-resolution warp field; a face-pasting engine (Wav2Lip,
-            # MuseTalk) makes its crop at its own size and pastes it into a frame of any size
+        if info.any_size:
+            # a warp field's pyramidal route is a coarser field; a face-pasting engine (Wav2Lip, MuseTalk) makes its
+            # crop at its own size and pastes it into a frame of any size
             return self.presenter_px
         native = self.s.native_px or info.native_px or self.presenter_px
         if pyramidal:  # an engine without a smaller size of its own has no pyramidal route
@@ -127,7 +125,7 @@ class GeneratorPool:
             batch = sizes[0] if len(sizes) == 1 else self.s.batch_frames
             precision = self.s.precision
             if precision == "auto":  # tensor-core precision for the neural engines on a GPU (fp32 ran 14x slower)
-                precision = "bf16" if self.s.device.startswith("cuda") and self.info.name != "builtin" else "fp32"
+                precision = self.info.cuda_precision if self.s.device.startswith("cuda") else "fp32"
             cuda = self.s.device.startswith("cuda")
             field_divisor = self.s.field_divisor if pyramidal else 4
             skey = (self.engine, key, size, precision, batch, self.s.device, self.s.seed, str(self.weights_dir),
@@ -156,7 +154,7 @@ class GeneratorPool:
               compiled_cpu: bool) -> tuple[Generator, list]:
         """A new generator form, opened; with ``compiled_cpu`` the cached compiled engine installed in it (and what
         ``install_cached`` said)."""
-        if self.info.name == "builtin":  # the built-in's pyramidal form is its low-resolution warp field
+        if self.info.warp_field:  # its pyramidal form is a coarser warp field
             gen = self._factory(field_divisor=field_divisor,
                                 max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
         else:
@@ -476,14 +474,13 @@ class Core:
             self._carry = None
         if chunk_key_mask is not None:
             chunk.timings_ms["key_mask"] = 0.0
-            chunk._key_mask = chunk_key_mask  # type: ignore[attr-defined]
-        chunk._restart = not contiguous  # type: ignore[attr-defined]
+        chunk.key_mask = chunk_key_mask
+        chunk.restart = not contiguous
         chunk.frames = frames
         self._last_slot = int(chunk.slots[-1]) if chunk.n else self._last_slot
         if self.cuda:
             ev1.record(torch.cuda.current_stream())
-            chunk.ready = ev1
-            chunk._gen_events = (ev0, ev1)  # type: ignore[attr-defined]
+            chunk.gen_events = (ev0, ev1)
         else:
             chunk.timings_ms["generate"] = (time.perf_counter() - t0) * 1e3
         return chunk
@@ -495,7 +492,7 @@ class Core:
         if up is None:
             from studio.pipeline.post import Upscaler, UpscaleRoute
 
-            route = UpscaleRoute.SPAN if self.pool.info.name != "builtin" else UpscaleRoute.BICUBIC
+            route = UpscaleRoute.BICUBIC if self.pool.info.warp_field else UpscaleRoute.SPAN
             up = Upscaler(target, route)
             up.open(self.fmt, str(self.device))
             self._upscalers[target] = up
@@ -516,17 +513,17 @@ class Core:
         ev0 = ev1 = None
         if self.cuda:
             stream = torch.cuda.current_stream()
-            stream.wait_event(chunk.ready)
+            stream.wait_event(chunk.gen_events[1])
             frames.record_stream(stream)
             ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             ev0.record(stream)
-        key_mask = getattr(chunk, "_key_mask", None)
+        key_mask = chunk.key_mask
         p = self.fmt.presenter_px
         if key_mask is not None:
             before = self._flow_fill().frames_interpolated
             # the keyframes alone are upscaled; the in-betweens are made at the presenter's size from their flows
             large = self._upscaler(p).process(frames, chunk) if frames.shape[-1] != p else None
-            frames = self._flow.fill(frames, key_mask, restart=getattr(chunk, "_restart", True),
+            frames = self._flow.fill(frames, key_mask, restart=chunk.restart,
                                      graphs=O.CUDA_GRAPHS in chunk.optimizations, large=large)
             self.frames_interpolated += self._flow.frames_interpolated - before
         if frames.shape[-1] != p:
@@ -576,7 +573,7 @@ class Core:
                              heard_ns=chunk.heard_ns, device_frames=device_frames, yuv=yuv,
                              finished_ns=time.monotonic_ns())
         if self.cuda:
-            ge0, ge1 = chunk._gen_events  # type: ignore[attr-defined]
+            ge0, ge1 = chunk.gen_events
             chunk.timings_ms["generate"] = ge0.elapsed_time(ge1)
             chunk.timings_ms["post"] = ev0.elapsed_time(ev1)
         else:
@@ -618,7 +615,7 @@ class Core:
         """``_finish`` (its pictures alone without ``want_yuv``) as a CUDA graph at the core's batch size, per frame
         shape and dtype (made on first use, or by ``warm``). The graphs share one memory pool: each replay's outputs
         are cloned before the next replays."""
-        from studio.pipeline.graphs import Graphed, graphed
+        from studio.generators.graphs import Graphed, graphed
 
         key = (tuple(frames.shape[1:]), frames.dtype, want_yuv)
         g = self._post_graphs.get(key)
@@ -763,7 +760,7 @@ class Core:
         if "kv_cache_bytes" not in st:
             out.setdefault(O.KV_CACHE, "no autoregressive motion model in this mode (the neural audio engine has one)")
         info = self.pool.info
-        if info.name != "builtin" and not info.pyramidal_px:
+        if not info.has_pyramidal_route:
             out[O.PYRAMIDAL] = f"{info.label} has one native size ({info.native_px} px): nothing smaller to generate"
         if "audio_cache_saved_ms_per_frame" not in st and self.features is None:
             out.setdefault(O.AUDIO_CACHE, "no audio encoder in this mode (the neural engine and audio-driven "

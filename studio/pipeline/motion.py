@@ -1,4 +1,4 @@
-"""Motion sources of the core: coefficients for a chunk's slots (``studio.presenter.coeffs``).
+"""Motion sources of the core: coefficients for a chunk's slots (``studio.contracts.coeffs``).
 
 - ``ProgramMotion``: program items. Speech with phone timings (text-to-speech): visemes with coarticulation, the
   opening scaled by the speech's loudness. Recordings: the neural audio-to-motion engine (default) or the pocketsphinx
@@ -19,9 +19,9 @@ import numpy as np
 from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine, MicMotionSettings
 from studio.errors import ModelLoadError
 from studio.neural.constants import FPS as MODEL_FPS
-from studio.contracts import MOTION_SOURCES, Chunk, MotionSource, ProgramFormat, Source
+from studio.contracts import Chunk, MotionSource, ProgramFormat, Source
 from studio.pipeline.settings import Optimization
-from studio.presenter.coeffs import MOUTH_COEFFS, N_COEFFS
+from studio.contracts.coeffs import MOUTH_COEFFS, N_COEFFS
 
 log = logging.getLogger(__name__)
 
@@ -321,15 +321,6 @@ class MicMotion(MotionSource):
                 out["kv_probe_tokens"] = tokens
         return out
 
-
-@MOTION_SOURCES.register("program")
-def _program(**kwargs) -> ProgramMotion:
-    return ProgramMotion(**kwargs)
-
-
-@MOTION_SOURCES.register("microphone")
-def _mic(**kwargs) -> MicMotion:
-    return MicMotion(**kwargs)
 
 
 def warm_microphone(engine: AudioEngine) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from studio.pipeline.clock import ProgramAudio
-from studio.contracts import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, SOURCES, Chunk, OnAir, Pacing, ProgramFormat,
+from studio.contracts import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, Chunk, OnAir, Pacing, ProgramFormat,
                                    Source)
 from studio.speech.types import PhonemeTiming, Utterance, WordTiming
 
@@ -412,12 +412,3 @@ class MicSource(Source):
         self._sc = end_session
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
-
-@SOURCES.register("program")
-def _program(**kwargs) -> ProgramSource:
-    return ProgramSource(**kwargs)
-
-
-@SOURCES.register("microphone")
-def _mic(**kwargs) -> MicSource:
-    return MicSource(**kwargs)

@@ -201,7 +201,7 @@ def test_warm_captures_the_post_stages_graphs_so_the_run_makes_none(default_anch
 
 
 def test_a_graph_set_replays_each_batch_size_without_padding():
-    from studio.pipeline.graphs import GraphSet
+    from studio.generators.graphs import GraphSet
 
     calls = []
 

@@ -16,7 +16,7 @@ from studio.audio.mic_motion import MicMotionSource
 from studio.audio.recognizer import StreamingPhoneRecognizer, align
 from studio.audio.ringbuffer import AudioRing
 from studio.errors import SpeechError
-from studio.presenter.coeffs import Coeff
+from studio.contracts.coeffs import Coeff
 
 CLIP = Path("/usr/share/sounds/alsa/Front_Center.wav")  # a woman saying "Front center"
 RATE = 16000

@@ -376,7 +376,7 @@ def _speech_16k() -> np.ndarray:
 def test_silent_normal_and_clipped_input_give_sane_mouths(gain: float, engine: AudioEngine) -> None:
     from studio.pipeline.motion import MicMotion
     from studio.pipeline.settings import Optimization
-    from studio.presenter.coeffs import Coeff
+    from studio.contracts.coeffs import Coeff
 
     src, cap = _mic()
     motion = MicMotion(engine=engine, motion_thread=False)
