@@ -254,7 +254,7 @@ def _row_forms(cuda: bool):
     """The generator forms of one leaderboard row (``make_core``'s ``forms``): each form of the engine is built (and
     compiled) once for all the row's runs - a DiT's compile takes minutes, and one copy of a form at a time is what a
     14 B DiT leaves room for - and all are closed when the row ends, however it ends."""
-    from studio.pipeline.core import close_forms
+    from studio.pipeline.pool import close_forms
 
     forms: dict = {}
     try:
