@@ -33,6 +33,11 @@ class Chunk:
     on_air: OnAir = OnAir()
     skipped: int = 0
     heard_ns: np.ndarray | None = None  # K int64: monotonic ns when the sound slot k shows arrived (microphone)
+    # live sources: the analysis audio that arrived since the previous chunk, each sample once and in order, on the
+    # ``analysis`` timeline; it reaches at least the lead (``Pacing.lead_s``) past the start of the chunk's last slot
+    # (what a listening motion source hears, without reaching into the source)
+    fresh: np.ndarray | None = None
+    fresh_start: int = 0  # analysis sample of fresh[0]
     seg_start: bool = False  # the first chunk of a new program item: no keyframe is carried over from before
     created_ns: int = 0  # monotonic ns when the source made it
     items: tuple = ()  # program items overlapping the chunk (script / file sources; the motion source reads them)

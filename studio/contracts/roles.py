@@ -23,6 +23,7 @@ class Pacing:
     max_frames: int  # slots per chunk at most
     cost_s_per_frame: float  # the loop's measured cost per frame (the source schedules far enough ahead)
     stop: threading.Event
+    lead_s: float = 0.0  # audio after a slot's start the motion source needs before the slot is due (its look-ahead)
 
 
 class Source(abc.ABC):
@@ -56,8 +57,15 @@ class MotionSource(abc.ABC):
 
     name: ClassVar[str] = "motion"
 
-    def open(self, fmt: ProgramFormat, source: Source) -> None:
+    def open(self, fmt: ProgramFormat) -> None:
+        """Prepare for a run at ``fmt``. A motion source knows the source only by its chunks."""
         self.fmt = fmt
+
+    @property
+    def lead_s(self) -> float:
+        """Audio after a slot's start that must have arrived before the slot is due (a live motion source's
+        look-ahead); the core passes it to the source in ``Pacing``."""
+        return 0.0
 
     @abc.abstractmethod
     def motion(self, chunk: Chunk) -> np.ndarray:

@@ -235,7 +235,8 @@ class Core:
         return opts - {flag}, False, flag.value
 
     def _stage_a(self, stop: threading.Event) -> Chunk | None:
-        pace = Pacing(max_frames=self.s.chunk_frames, cost_s_per_frame=self._cost_s_per_frame, stop=stop)
+        pace = Pacing(max_frames=self.s.chunk_frames, cost_s_per_frame=self._cost_s_per_frame, stop=stop,
+                      lead_s=self.motion.lead_s)
         chunk = self.source.next_chunk(pace)
         if chunk is None:
             return None
@@ -507,7 +508,7 @@ class Core:
         stop = stop or self._stop
         self.failed_outputs = []
         self.source.open(self.fmt)
-        self.motion.open(self.fmt, self.source)
+        self.motion.open(self.fmt)
         for out in self.outputs():
             if not getattr(out, "_opened", False):
                 try:
