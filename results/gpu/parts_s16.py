@@ -124,7 +124,7 @@ def main() -> int:
 
     if "builtin" in parts:
         from studio.presenter.anchor import build_anchor
-        from studio.presenter.coeffs import example_motion
+        from studio.contracts.coeffs import example_motion
         from studio.presenter.renderer import WarpRenderer
 
         anchor = build_anchor()

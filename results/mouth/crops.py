@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from studio.presenter import landmarks as lm  # noqa: E402
 from studio.presenter.anchor import build_anchor  # noqa: E402
-from studio.presenter.coeffs import N_COEFFS, Coeff  # noqa: E402
+from studio.contracts.coeffs import N_COEFFS, Coeff  # noqa: E402
 from studio.presenter.renderer import Presenter, RenderSettings  # noqa: E402
 
 OPENINGS = {  # name -> (JAW_OPEN, LIP_PART): what the viseme tables give for rest, "f"-like, "eh", "aa"

@@ -5,9 +5,9 @@ Three stages on one frame clock (``studio.contracts`` has the contract):
 - stage A (``motion``): the source's next chunk of frame slots with its audio; the motion source's coefficients; the
   silence sieve's decision and the keyframe stride per slot; the generator's audio features (behind the fingerprint
   cache);
-- stage B (``generate``): frames on the device: every slot (plain), or keyframes + motion-space in-betweens (the
-  built-in engine re-renders them from interpolated warp fields), at the plain or the pyramidal size, eager or as CUDA
-  graphs;
+- stage B (``generate``): frames on the device: every slot (plain), or keyframes + motion-space in-betweens (an
+  engine that declares MOTION_SPACE interpolation re-renders them from interpolated geometry), at the plain or the
+  pyramidal size, eager or as CUDA graphs;
 - stage C (``post``): RIFE in-betweens for flow-interpolated engines, super-resolution to the presenter's size, the
   16:9 canvas, colour conversion (NV12 on the GPU with GPU_ENCODE), then every output.
 Without ASYNC_PIPELINE the stages run one after the other on the calling thread; with it, stages A and B run on
@@ -147,7 +147,7 @@ class Core:
         self.gen_stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.post_stream = torch.cuda.Stream(self.device) if self.cuda else None
         # state carried from chunk to chunk
-        self._carry = None  # built-in: the last keyframe's warp field (studio.enhance.interp.Carry)
+        self._carry = None  # MOTION_SPACE engines: the last keyframe's state (``Generator.render_span``)
         self._last_slot = -2
         self._chunks_made = 0
         self._rotation = 0
