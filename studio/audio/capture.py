@@ -175,12 +175,12 @@ class StreamingResampler:
 
 
 class MicCapture:
-    """Records the chosen (or default) input device into ``ring`` at the pipeline rate."""
+    """Records the chosen (or default) input device into ``ring`` at its rate (the program's by default)."""
 
     def __init__(self, settings: CaptureSettings | None = None, ring: AudioRing | None = None) -> None:
         self.settings = settings or CaptureSettings()
         s = self.settings
-        self.ring = ring or AudioRing(int(s.ring_seconds * s.pipeline_rate_hz), s.pipeline_rate_hz)
+        self.ring = ring or AudioRing(int(s.ring_seconds * s.ring_rate_hz), s.ring_rate_hz)
         self._status = CaptureStatus.STOPPED
         self.last_error = ""
         self._lock = threading.RLock()
@@ -291,7 +291,7 @@ class MicCapture:
         else:
             raise AudioDeviceError(f"No microphone found: cannot open '{device.name}' ({last_exc}); "
                                    f"{_NO_MIC_HELP}.") from last_exc
-        self._resampler = StreamingResampler(rate, self.settings.pipeline_rate_hz)
+        self._resampler = StreamingResampler(rate, self.ring.sample_rate_hz)
         self._finished.clear()
         self._callback_error = ""
         self._last_callback_ns = time.monotonic_ns()  # the stall clock starts at open

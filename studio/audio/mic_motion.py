@@ -22,7 +22,7 @@ from studio.audio.recognizer import RecognizerStats, StreamingPhoneRecognizer
 from studio.audio.ringbuffer import AudioRing
 from studio.audio.settings import MicMotionSettings, RecognizerSettings, SieveSettings
 from studio.audio.sieve import SieveStats, SilenceSieve
-from studio.presenter.coeffs import MOUTH_COEFFS, Coeff
+from studio.contracts.coeffs import MOUTH_COEFFS, Coeff
 from studio.presenter.idle import IdleMotion
 from studio.speech.types import PhonemeTiming
 from studio.speech.visemes import Coarticulator

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from studio.contracts.formats import PROGRAM_RATE_HZ
+
 PIPELINE_RATE_HZ = 16000  # every consumer of live audio (sieve, recognizer, features) works at this rate
 
 
@@ -17,7 +19,8 @@ class CaptureSettings:
     """How the microphone is opened and buffered."""
 
     device: str | None = field(default=None, metadata={"help": "Input device name (substring), or None for default"})
-    pipeline_rate_hz: int = PIPELINE_RATE_HZ
+    ring_rate_hz: int = field(default=PROGRAM_RATE_HZ, metadata={
+        "help": "Rate of the capture ring: the program's, so that the program's sound is the microphone's own"})
     block_ms: float = field(default=10.0, metadata={"help": "PortAudio callback block length"})
     ring_seconds: float = field(default=10.0, metadata={"help": "Audio kept in memory for readers"})
     latency: str = field(default="low", metadata={"help": "PortAudio latency hint: 'low' or 'high'"})

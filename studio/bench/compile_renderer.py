@@ -23,8 +23,8 @@ import torch
 
 
 def motion(n: int, seed: int = 7) -> np.ndarray:
-    """n x N_COEFFS random motion inside the rig's range (``studio.presenter.coeffs.example_motion``)."""
-    from studio.presenter.coeffs import example_motion
+    """n x N_COEFFS random motion inside the rig's range (``studio.contracts.coeffs.example_motion``)."""
+    from studio.contracts.coeffs import example_motion
 
     return example_motion(n, seed)
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from studio.contracts import GENERATORS, GeneratorSettings
-from studio.presenter.coeffs import N_COEFFS
+from studio.contracts.coeffs import N_COEFFS
 
 ENGINES = ("wav2lip", "musetalk-1.5", "liveportrait", "ditto", "wan2.1-1.3b", "wan2.1-14b")
 

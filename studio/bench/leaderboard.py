@@ -206,7 +206,7 @@ def _measure(anchor, program, warm, b, all_opts, tmp, cuda: bool, progress, minu
 
     info = GENERATORS.create(b.engine).info  # an unopened instance: its facts, no model
     opts = default_optimizations(all_opts, b.engine)
-    if info.name != "builtin" and not info.pyramidal_px:
+    if not info.has_pyramidal_route:
         opts = opts - {O.PYRAMIDAL}  # one native size: nothing smaller to generate
     runs: dict = {"opts": opts}
     window = info.batch_sizes[0] if len(info.batch_sizes) == 1 else 0
@@ -254,7 +254,7 @@ def _row_forms(cuda: bool):
     """The generator forms of one leaderboard row (``make_core``'s ``forms``): each form of the engine is built (and
     compiled) once for all the row's runs - a DiT's compile takes minutes, and one copy of a form at a time is what a
     14 B DiT leaves room for - and all are closed when the row ends, however it ends."""
-    from studio.pipeline.core import close_forms
+    from studio.pipeline.pool import close_forms
 
     forms: dict = {}
     try:

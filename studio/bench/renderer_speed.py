@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from studio.presenter.anchor import build_anchor
-from studio.presenter.coeffs import N_COEFFS, Coeff
+from studio.contracts.coeffs import N_COEFFS, Coeff
 from studio.presenter.renderer import Presenter, RenderSettings
 
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from studio.compile import cache
-from studio.compile.builders import Built, backend, target_device
+from studio.compile.backend import Built, target_device
+from studio.compile.builders import backend
 from studio.compile.settings import BuildSettings
 from studio.compile.silicon import PRECISION_LABELS, Fingerprint, fingerprint
 from studio.compile.verify import Timing, Verification, at_batch, compare, flatten_outputs, perturbed, time_pair

@@ -37,7 +37,7 @@ from studio.contracts import (
     ProgramBatch,
     ProgramFormat,
 )
-from studio.pipeline.telemetry import RateMeter
+from studio.contracts import RateMeter
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from studio.encode.settings import EncodeSettings
 from studio.errors import EncoderError, StudioError
-from studio.contracts import OUTPUTS, Output, OutputState, OutputStats, ProgramBatch, ProgramFormat
+from studio.contracts import Output, OutputState, OutputStats, ProgramBatch, ProgramFormat
 
 log = logging.getLogger(__name__)
 
@@ -225,8 +225,3 @@ class RecorderOutput(Output):
             except BaseException as exc:  # handed to write() / close()
                 self.error = exc
                 log.exception("recording %s failed", self.path)
-
-
-@OUTPUTS.register("recorder")
-def _recorder(**kwargs) -> RecorderOutput:
-    return RecorderOutput(**kwargs)

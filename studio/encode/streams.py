@@ -39,7 +39,7 @@ from studio.encode.mp4 import (
     partial_path_for,
 )
 from studio.errors import EncoderError, InputError, OutputPathError
-from studio.contracts import OUTPUTS, Output, OutputState
+from studio.contracts import Output, OutputState
 
 log = logging.getLogger(__name__)
 
@@ -263,19 +263,3 @@ def output_for_url(url: str, settings: StreamEncodeSettings | None = None, block
         device = url.split(":", 1)[1] if ":" in url else None
         return VirtualCamOutput(device=device or None)
     return StreamOutput(url, settings=settings, block=block)
-
-
-@OUTPUTS.register("stream")
-def _stream(url: str, **kwargs) -> Output:
-    return output_for_url(url, **kwargs)
-
-
-@OUTPUTS.register("mp4")
-def _mp4(path: Path | str, **kwargs) -> Output:
-    return Mp4HubOutput(path, **kwargs)
-
-
-# The other outputs register where they are defined; importing them here puts them in the registry that names this
-# module (studio.contracts.OUTPUTS).
-from studio.encode import virtualcam as _virtualcam  # noqa: F401
-from studio.encode import websocket as _websocket  # noqa: F401

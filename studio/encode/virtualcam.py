@@ -18,15 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.errors import EncoderError
-from studio.contracts import (
-    OUTPUTS,
-    Output,
-    OutputState,
-    OutputStats,
-    ProgramBatch,
-    ProgramFormat,
-)
-from studio.pipeline.telemetry import RateMeter
+from studio.contracts import Output, OutputState, OutputStats, ProgramBatch, ProgramFormat, RateMeter
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +135,3 @@ class VirtualCamOutput(Output):
     def stats(self) -> OutputStats:
         return OutputStats(self.name, self.state, frames=self.frames, dropped=self.dropped, fps=self.meter.rate(),
                            detail=self.detail)
-
-
-@OUTPUTS.register("virtualcam")
-def _virtualcam(**kwargs) -> VirtualCamOutput:
-    return VirtualCamOutput(**kwargs)

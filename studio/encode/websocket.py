@@ -44,7 +44,7 @@ from pathlib import Path
 from studio.encode.encoders import EncodedPacket, StreamEncodeSettings, avc_codec_string
 from studio.encode.hub import HubOutput, Sink
 from studio.errors import EncoderError, InputError
-from studio.contracts import OUTPUTS, OutputState, OutputStats
+from studio.contracts import OutputState, OutputStats
 
 log = logging.getLogger(__name__)
 
@@ -446,8 +446,3 @@ class WebSocketOutput(HubOutput):
     @property
     def page_url(self) -> str:
         return self.server.url
-
-
-@OUTPUTS.register("websocket")
-def _websocket(**kwargs) -> WebSocketOutput:
-    return WebSocketOutput(**kwargs)

@@ -17,10 +17,10 @@ import torch
 
 from studio.enhance.interp import Carry, MotionSpaceInterpolator, max_error_px
 from studio.errors import RenderError
-from studio.pipeline.graphs import Graphed, graphed
+from studio.generators.graphs import Graphed, graphed
 from studio.contracts import (GENERATORS, CompileTarget, Generator, GeneratorInfo, GeneratorSettings,
                                    InterpolationKind)
-from studio.presenter.coeffs import N_COEFFS
+from studio.contracts.coeffs import N_COEFFS
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class BuiltinGenerator(Generator):
         name="builtin", label="Built-in presenter (mesh warp)", family="landmark mesh warp + synthesized mouth",
         native_px=0, pyramidal_px=0, audio=None, interpolation=InterpolationKind.MOTION_SPACE,
         batch_sizes=(1, 4, 8, 16, 32, 64), compile_backends=("inductor", "cuda_graphs", "onnxruntime", "tensorrt"),
-        weights=(), licence="ours (no third-party weights)")
+        weights=(), licence="ours (no third-party weights)", warp_field=True, cuda_precision="fp32")
 
     def __init__(self, field_divisor: int = PLAIN_FIELD_DIVISOR, max_interp_error_px_at_512: float = 2.0) -> None:
         super().__init__()
@@ -138,7 +138,7 @@ class BuiltinGenerator(Generator):
     def compile_targets(self) -> list[CompileTarget]:
         """The renderer, with fixed shapes and no host synchronisation (``static_shapes``: the same pixels), and
         example motion that runs every path of it (mouth open and closed, blinks, head turns)."""
-        from studio.presenter.coeffs import example_motion
+        from studio.contracts.coeffs import example_motion
 
         if self.module is None:
             return []

@@ -81,7 +81,6 @@ class NeuralGenerator(Generator):
 
     requires: tuple[str, ...] = ()  # optional packages (the 'engines' extra) it needs to run
     loads_weights = True  # False: the engine runs only as a timing twin in this version (its docstring says why)
-    pastes_face = False  # True: the network makes a face crop at native_px, pasted into a frame of any size_px
     audio_dirs: tuple[str, ...] = ()  # where the release keeps its audio encoder (Hugging Face layout), first found
     compiled_targets: frozenset[str] = frozenset()  # targets TorchInductor compiles inside their CUDA graphs
 
@@ -134,8 +133,8 @@ class NeuralGenerator(Generator):
 
     def _capture_graphs(self) -> None:
         """Every compile target replayed as a CUDA graph at its example shapes (inputs copied into static buffers; a
-        smaller batch is padded, a larger one split: ``studio.pipeline.graphs.Graphed``)."""
-        from studio.pipeline.graphs import graphed
+        smaller batch is padded, a larger one split: ``studio.generators.graphs.Graphed``)."""
+        from studio.generators.graphs import graphed
 
         if self.device.type != "cuda":
             raise RenderError(f"{self.info.label}: CUDA graphs need a CUDA device.")

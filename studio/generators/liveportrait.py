@@ -28,7 +28,7 @@ from torch.nn.utils import spectral_norm
 from studio.generators.common import NeuralGenerator, image_tensor, to_size
 from studio.generators.weights import load_strict, read_state, require_file, strip_prefix
 from studio.contracts import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
-from studio.presenter.coeffs import Coeff
+from studio.contracts.coeffs import Coeff
 
 SOURCE_PX = 256
 OUT_PX = 512

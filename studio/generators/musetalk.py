@@ -85,10 +85,9 @@ class MuseTalkGenerator(NeuralGenerator):
         batch_sizes=(1, 4, 8, 16, 20, 32), compile_backends=("inductor", "cuda_graphs", "onnxruntime", "tensorrt"),
         weights=(UNET_JSON, UNET_WEIGHTS, VAE_JSON, VAE_WEIGHTS[0], WHISPER_DIR + "/config.json",
                  WHISPER_DIR + "/pytorch_model.bin"),
-        licence="MIT (code and weights); sd-vae-ft-mse: CreativeML OpenRAIL-M")
+        licence="MIT (code and weights); sd-vae-ft-mse: CreativeML OpenRAIL-M", pastes_face=True)
 
     audio_dirs = (WHISPER_DIR,)
-    pastes_face = True
     requires = ("diffusers", "transformers", "safetensors")
 
     def __init__(self, unet_config: dict | None = None, vae_config: dict | None = None,

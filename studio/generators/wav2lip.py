@@ -105,9 +105,9 @@ class Wav2LipGenerator(NeuralGenerator):
         name="wav2lip", label="Wav2Lip", family="mouth-inpainting GAN (96 px face)", native_px=FACE_PX,
         pyramidal_px=0, audio=Wav2LipMel.spec, interpolation=InterpolationKind.FLOW,
         batch_sizes=(1, 8, 16, 32, 64, 128), compile_backends=("inductor", "cuda_graphs", "onnxruntime", "tensorrt"),
-        weights=WEIGHT_FILES[:1], licence="code and weights: non-commercial (research) use only")
+        weights=WEIGHT_FILES[:1], licence="code and weights: non-commercial (research) use only",
+        pastes_face=True)
 
-    pastes_face = True
 
     def _build_twin(self) -> None:
         self.net = Wav2LipNet()

@@ -43,7 +43,7 @@ from studio.neural.constants import FPS, MEL_FRONT_PAD, SAMPLES_PER_FRAME, SILEN
 from studio.neural.kvcache import CacheDType
 from studio.neural.model import ENC_RECEPTIVE_FIELD, LOOKAHEAD_MS, Audio2Motion, StepGraph
 from studio.neural.settings import Backend, NeuralSettings
-from studio.presenter.coeffs import MOUTH_COEFFS, Coeff
+from studio.contracts.coeffs import MOUTH_COEFFS, Coeff
 from studio.speech.visemes import Viseme
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from studio.audio.ringbuffer import AudioRing
 from studio.audio.settings import MicMotionSettings, SieveSettings
 from studio.neural.engine import (FRAME_REACH, KV_PROBE_DUTY, KV_PROBE_PERIOD_S, SAMPLES_PER_FRAME, NeuralMotionEngine,
                                   default_engine, kv_saved)
-from studio.presenter.coeffs import MOUTH_COEFFS
+from studio.contracts.coeffs import MOUTH_COEFFS
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ Three stages on one frame clock (``studio.contracts`` has the contract):
 - stage A (``motion``): the source's next chunk of frame slots with its audio; the motion source's coefficients; the
   silence sieve's decision and the keyframe stride per slot; the generator's audio features (behind the fingerprint
   cache);
-- stage B (``generate``): frames on the device: every slot (plain), or keyframes + motion-space in-betweens (the
-  built-in engine re-renders them from interpolated warp fields), at the plain or the pyramidal size, eager or as CUDA
-  graphs;
+- stage B (``generate``): frames on the device: every slot (plain), or keyframes + motion-space in-betweens (an
+  engine that declares MOTION_SPACE interpolation re-renders them from interpolated geometry), at the plain or the
+  pyramidal size, eager or as CUDA graphs;
 - stage C (``post``): RIFE in-betweens for flow-interpolated engines, super-resolution to the presenter's size, the
   16:9 canvas, colour conversion (NV12 on the GPU with GPU_ENCODE), then every output.
 Without ASYNC_PIPELINE the stages run one after the other on the calling thread; with it, stages A and B run on
@@ -42,8 +42,9 @@ import numpy as np
 import torch
 
 from studio.errors import RenderError, StudioError
-from studio.contracts import (Chunk, Generator, GeneratorSettings, InterpolationKind, Layout, MotionSource,
-                                   Output, Pacing, ProgramBatch, ProgramFormat, Source)
+from studio.contracts import Chunk, InterpolationKind, MotionSource, Output, Pacing, ProgramFormat, Source
+from studio.pipeline.pool import GeneratorPool, compiled_engine_note
+from studio.pipeline.post_stage import PostStage
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.pipeline.telemetry import (CacheRate, ComputeSaved, OptimizationShare, OptimizationStatus, StageTiming,
                                        TelemetryBus, TelemetrySample, stage_timing)
@@ -53,136 +54,6 @@ log = logging.getLogger(__name__)
 O = Optimization
 GENERATION_FLAGS = (O.PYRAMIDAL, O.FRAME_INTERPOLATION, O.SILENCE_SIEVE, O.CUDA_GRAPHS, O.GPU_ENCODE)
 _WINDOW = 120  # chunks of history for the live figures
-
-
-# -- generators at the sizes and forms the flags ask for -------------------------------------------------------------
-
-def compiled_engine_note(engine: str, device: str) -> str:
-    """"" when ``engines/`` holds a ready compiled engine of ``engine`` for this machine (what CUDA_GRAPHS means on
-    the CPU: the cached ONNX Runtime engine instead of eager), else why there is none, in words."""
-    if device.startswith("cuda"):
-        return ""
-    try:
-        from studio.compile.cache import scan
-        from studio.compile.silicon import fingerprint
-        from studio.paths import ENGINES
-
-        ready = [e for e in scan(ENGINES, fingerprint(device)) if e.record.get("model") == engine and e.ready]
-    except (ImportError, OSError, ValueError) as exc:
-        return f"the engine cache cannot be read ({exc})"
-    if ready:
-        return ""
-    return (f"no compiled engine of {engine} for this CPU in engines/: build one in the COMPILE panel or with "
-            f"`python main.py compile --model {engine} --backend onnxruntime`")
-
-
-class GeneratorPool:
-    """The generator in each form the core may ask for: plain or pyramidal, eager or graphed. Made on first use and
-    kept; all share the anchor and the device. ``shared`` (the leaderboard's runs of one engine): forms are kept in
-    that dict instead, keyed by everything they were opened with, so that the next pool of the same engine reuses
-    them (no second model build or compile); they outlive this pool, and whoever made the dict closes them
-    (``close_forms``)."""
-
-    def __init__(self, engine: str, anchor, settings: CoreSettings, presenter_px: int,
-                 weights_dir=None, on_open: Callable[[Generator, tuple[bool, bool]], None] | None = None,
-                 shared: dict | None = None) -> None:
-        from studio.contracts import GENERATORS
-
-        self.engine = engine
-        self.anchor = anchor
-        self.s = settings
-        self.presenter_px = presenter_px
-        self.weights_dir = weights_dir
-        self._factory = GENERATORS.get(engine)
-        self._gens: dict[tuple[bool, bool], Generator] = {}
-        self._shared = shared
-        self.engine_notes: list[str] = []  # which compiled engines the forms run (or why eager), for the studio
-        self.compiled_installed: bool | None = None  # CPU: whether a compiled engine runs (None: not tried yet)
-        self._lock = threading.Lock()
-        self._on_open = on_open
-        probe = self._factory()  # its class facts only: opening a form builds the model
-        self.info = probe.info
-        self._pastes_face = bool(getattr(probe, "pastes_face", False))
-
-    def size_for(self, pyramidal: bool) -> int:
-        """The size a generator form renders at."""
-        info = self.info
-        if info.name == "builtin" or self._pastes_face:
-            # the built-in's pyramidal route is its low-resolution warp field; a face-pasting engine (Wav2Lip,
-            # MuseTalk) makes its crop at its own size and pastes it into a frame of any size
-            return self.presenter_px
-        native = self.s.native_px or info.native_px or self.presenter_px
-        if pyramidal:  # an engine without a smaller size of its own has no pyramidal route
-            return info.pyramidal_px or native
-        return native
-
-    def get(self, pyramidal: bool, graphs: bool) -> Generator:
-        key = (pyramidal, graphs)
-        with self._lock:
-            gen = self._gens.get(key)
-            if gen is not None:
-                return gen
-            size = self.size_for(pyramidal)
-            sizes = self.info.batch_sizes  # a DiT generates whole windows: its one batch size is the window
-            batch = sizes[0] if len(sizes) == 1 else self.s.batch_frames
-            precision = self.s.precision
-            if precision == "auto":  # tensor-core precision for the neural engines on a GPU (fp32 ran 14x slower)
-                precision = "bf16" if self.s.device.startswith("cuda") and self.info.name != "builtin" else "fp32"
-            cuda = self.s.device.startswith("cuda")
-            field_divisor = self.s.field_divisor if pyramidal else 4
-            skey = (self.engine, key, size, precision, batch, self.s.device, self.s.seed, str(self.weights_dir),
-                    field_divisor, self.s.max_interp_error_px_at_512)
-            entry = self._shared.get(skey) if self._shared is not None else None
-            if entry is None:
-                entry = self._open(size, precision, batch, field_divisor, graphs and cuda, graphs and not cuda)
-                if self._shared is not None:
-                    self._shared[skey] = entry
-            gen, installed = entry
-            if graphs and not cuda:
-                for inst in installed:
-                    log.info("%s", inst.message)
-                    self.engine_notes.append(inst.message)
-                self.compiled_installed = any(inst.engine for inst in installed)
-            if self._on_open is not None:
-                self._on_open(gen, key)
-            self._gens[key] = gen
-            return gen
-
-    def forms(self) -> dict[tuple[bool, bool], Generator]:
-        with self._lock:
-            return dict(self._gens)
-
-    def _open(self, size: int, precision: str, batch: int, field_divisor: int, cuda_graphs: bool,
-              compiled_cpu: bool) -> tuple[Generator, list]:
-        """A new generator form, opened; with ``compiled_cpu`` the cached compiled engine installed in it (and what
-        ``install_cached`` said)."""
-        if self.info.name == "builtin":  # the built-in's pyramidal form is its low-resolution warp field
-            gen = self._factory(field_divisor=field_divisor,
-                                max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
-        else:
-            gen = self._factory()
-        gen.open(self.anchor, GeneratorSettings(
-            device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
-            weights_dir=self.weights_dir, cuda_graphs=cuda_graphs, seed=self.s.seed))
-        if not compiled_cpu:
-            return gen, []
-        from studio.compile.jobs import install_cached
-
-        return gen, install_cached(self.engine, gen, precision, batch)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._shared is None:
-                for g in self._gens.values():
-                    g.close()
-            self._gens.clear()
-
-
-def close_forms(shared: dict) -> None:
-    """Close the generator forms ``GeneratorPool`` kept in ``shared``."""
-    for g, _ in shared.values():
-        g.close()
-    shared.clear()
 
 
 # -- the report -----------------------------------------------------------------------------------------------------------
@@ -272,11 +143,11 @@ class Core:
         self._outputs_lock = threading.Lock()
         self._opts = settings.optimizations
         self._opts_lock = threading.Lock()
-        self._canvas_style = canvas_style
+        self.post = PostStage(self.fmt, self.device, settings, generators.info.warp_field, canvas_style)
         self.gen_stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.post_stream = torch.cuda.Stream(self.device) if self.cuda else None
         # state carried from chunk to chunk
-        self._carry = None  # built-in: the last keyframe's warp field (studio.enhance.interp.Carry)
+        self._carry = None  # MOTION_SPACE engines: the last keyframe's state (``Generator.render_span``)
         self._last_slot = -2
         self._chunks_made = 0
         self._rotation = 0
@@ -284,11 +155,6 @@ class Core:
         self._sieve_buf = np.zeros(0, np.float32)
         self._sieve_pos = 0  # analysis sample of _sieve_buf[0]
         self._sieve_flags: deque[tuple[int, bool]] = deque(maxlen=4096)  # (frame start sample, speaking)
-        self._flow = None
-        self._upscalers: dict[int, object] = {}
-        self._canvas = None
-        self._post_graphs: dict = {}  # (frame shape, dtype, YUV too) -> Graphed (CUDA_GRAPHS)
-        self._graph_stream = self._graph_pool = None
         # measurements
         self._stage_ms: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate", "post")}
         self._cost: dict[str, deque[float]] = {}  # variant -> cost per frame of each chunk (ms)
@@ -301,7 +167,6 @@ class Core:
         self._cost_s_per_frame = 0.02
         self._stop = threading.Event()
         self.failed_outputs: list[tuple[Output, str]] = []  # outputs taken out of the program, and why
-        self._pinned_bufs: dict = {}
         self._compiled_note: str | None = None
         self._started_s = time.monotonic()
 
@@ -350,19 +215,9 @@ class Core:
         for pyramidal, graphs in forms:
             self.pool.get(pyramidal, graphs)
         if self.cuda and O.CUDA_GRAPHS in opts:
-            p = self.fmt.presenter_px
-            if self.fmt.layout is Layout.CANVAS:
-                self._open_canvas().select("")
             want_yuv = O.GPU_ENCODE in opts and any(o.wants_yuv for o in self.outputs())
-            with torch.inference_mode():
-                self._post_graph(torch.zeros((1, 3, p, p), device=self.device), want_yuv)
-                # SPAN's and RIFE's graphs, each batch size, for the sizes each form generates at
-                flow = O.FRAME_INTERPOLATION in opts and self.pool.info.interpolation is InterpolationKind.FLOW
-                for px in sorted({self.pool.size_for(pyramidal) for pyramidal, _ in forms}):
-                    if px != p:
-                        self._upscaler(p).warm(px, self.device)
-                    if flow:
-                        self._flow_fill().warm(px, p if px != p else None, self.device)
+            flow = O.FRAME_INTERPOLATION in opts and self.pool.info.interpolation is InterpolationKind.FLOW
+            self.post.warm(sorted({self.pool.size_for(pyramidal) for pyramidal, _ in forms}), want_yuv, flow)
 
     # -- stage A ----------------------------------------------------------------------------------------------------
 
@@ -380,7 +235,8 @@ class Core:
         return opts - {flag}, False, flag.value
 
     def _stage_a(self, stop: threading.Event) -> Chunk | None:
-        pace = Pacing(max_frames=self.s.chunk_frames, cost_s_per_frame=self._cost_s_per_frame, stop=stop)
+        pace = Pacing(max_frames=self.s.chunk_frames, cost_s_per_frame=self._cost_s_per_frame, stop=stop,
+                      lead_s=self.motion.lead_s)
         chunk = self.source.next_chunk(pace)
         if chunk is None:
             return None
@@ -476,111 +332,28 @@ class Core:
             self._carry = None
         if chunk_key_mask is not None:
             chunk.timings_ms["key_mask"] = 0.0
-            chunk._key_mask = chunk_key_mask  # type: ignore[attr-defined]
-        chunk._restart = not contiguous  # type: ignore[attr-defined]
+        chunk.key_mask = chunk_key_mask
+        chunk.restart = not contiguous
         chunk.frames = frames
         self._last_slot = int(chunk.slots[-1]) if chunk.n else self._last_slot
         if self.cuda:
             ev1.record(torch.cuda.current_stream())
-            chunk.ready = ev1
-            chunk._gen_events = (ev0, ev1)  # type: ignore[attr-defined]
+            chunk.gen_events = (ev0, ev1)
         else:
             chunk.timings_ms["generate"] = (time.perf_counter() - t0) * 1e3
         return chunk
 
     # -- stage C ----------------------------------------------------------------------------------------------------
 
-    def _upscaler(self, target: int):
-        up = self._upscalers.get(target)
-        if up is None:
-            from studio.pipeline.post import Upscaler, UpscaleRoute
-
-            route = UpscaleRoute.SPAN if self.pool.info.name != "builtin" else UpscaleRoute.BICUBIC
-            up = Upscaler(target, route)
-            up.open(self.fmt, str(self.device))
-            self._upscalers[target] = up
-        return up
-
-    def _flow_fill(self):
-        """The RIFE in-betweener of this core, made on first use (``warm`` or the first chunk with keyframes)."""
-        if self._flow is None:
-            from studio.pipeline.post import FlowFill
-
-            self._flow = FlowFill(str(self.device))
-        return self._flow
-
     @torch.inference_mode()
     def _stage_c(self, chunk: Chunk) -> None:
-        t0 = time.perf_counter()
-        frames = chunk.frames
-        ev0 = ev1 = None
-        if self.cuda:
-            stream = torch.cuda.current_stream()
-            stream.wait_event(chunk.ready)
-            frames.record_stream(stream)
-            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            ev0.record(stream)
-        key_mask = getattr(chunk, "_key_mask", None)
-        p = self.fmt.presenter_px
-        if key_mask is not None:
-            before = self._flow_fill().frames_interpolated
-            # the keyframes alone are upscaled; the in-betweens are made at the presenter's size from their flows
-            large = self._upscaler(p).process(frames, chunk) if frames.shape[-1] != p else None
-            frames = self._flow.fill(frames, key_mask, restart=getattr(chunk, "_restart", True),
-                                     graphs=O.CUDA_GRAPHS in chunk.optimizations, large=large)
-            self.frames_interpolated += self._flow.frames_interpolated - before
-        if frames.shape[-1] != p:
-            frames = self._upscaler(p).process(frames, chunk)
-        if self.fmt.layout is Layout.CANVAS:
-            self._open_canvas().select(chunk.on_air.title)
         outputs = self.outputs()
-        need_rgb = any(o.needs_rgb for o in outputs) or not outputs
-        need_yuv = any(o.wants_yuv for o in outputs)
-        retain = any(o.retains_frames for o in outputs)
-        rgb = yuv = None
-        device_frames = None
+        before = self.post.frames_interpolated
+        batch, chunk.timings_ms["post"] = self.post.program(chunk, outputs)
+        self.frames_interpolated += self.post.frames_interpolated - before
         if self.cuda:
-            # GPU_ENCODE: the YUV 4:2:0 planes are made on the GPU and only they cross PCIe for the encoders (half
-            # the bytes of RGB); without it the RGB crosses and the encoder converts it on the CPU (in its own
-            # process: studio.encode.worker). With CUDA_GRAPHS the canvas and the conversion replay as one graph.
-            want_yuv = need_yuv and O.GPU_ENCODE in chunk.optimizations
-            if O.CUDA_GRAPHS in chunk.optimizations:
-                got = self._post_graph(frames, want_yuv)(frames)
-                pic, dev_yuv = got if want_yuv else (got, None)
-            else:
-                pic, dev_yuv = self._finish(frames, want_yuv)
-            host_rgb = host_yuv = None
-            if need_rgb or not want_yuv:
-                host_rgb = self._pinned("rgb", pic.shape)
-                host_rgb.copy_(pic, non_blocking=True)
-            if want_yuv:
-                host_yuv = self._pinned("yuv", dev_yuv.shape)
-                host_yuv.copy_(dev_yuv, non_blocking=True)
-            ev1.record(stream)
-            ev1.synchronize()
-            if host_rgb is not None:
-                rgb = host_rgb.numpy().copy() if retain else host_rgb.numpy()
-            if host_yuv is not None:
-                yuv = host_yuv.numpy().copy() if retain else host_yuv.numpy()
-            device_frames = pic.permute(0, 3, 1, 2)
-        else:  # the encoders convert RGB in their own process: nothing to gain here on the CPU
-            if self._canvas is not None and self.fmt.layout is Layout.CANVAS:
-                frames = self._canvas.compose(frames)
-            u8 = frames if frames.dtype == torch.uint8 else frames.clamp_(0, 255).to(torch.uint8)
-            rgb = u8.permute(0, 2, 3, 1).contiguous().numpy()
-        fps = self.fmt.fps
-        batch = ProgramBatch(slots=chunk.slots, pts_s=chunk.slots / fps,
-                             frames=rgb if rgb is not None else np.zeros((0, self.fmt.height, self.fmt.width, 3),
-                                                                          np.uint8),
-                             audio=chunk.audio, audio_start=chunk.audio_start, on_air=chunk.on_air,
-                             heard_ns=chunk.heard_ns, device_frames=device_frames, yuv=yuv,
-                             finished_ns=time.monotonic_ns())
-        if self.cuda:
-            ge0, ge1 = chunk._gen_events  # type: ignore[attr-defined]
+            ge0, ge1 = chunk.gen_events
             chunk.timings_ms["generate"] = ge0.elapsed_time(ge1)
-            chunk.timings_ms["post"] = ev0.elapsed_time(ev1)
-        else:
-            chunk.timings_ms["post"] = (time.perf_counter() - t0) * 1e3
         for out in outputs:
             try:
                 out.write(batch)
@@ -589,70 +362,6 @@ class Core:
                 self._output_failed(out, exc)
         chunk.frames = None
         self._account(chunk)
-
-    def _open_canvas(self):
-        if self._canvas is None:
-            from studio.pipeline.post import Canvas
-
-            self._canvas = Canvas(self._canvas_style)
-            self._canvas.open(self.fmt, str(self.device))
-        return self._canvas
-
-    def _finish(self, frames: torch.Tensor, want_yuv: bool, i420=None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Presenter frames -> (the program pictures, N x H x W x 3 uint8; their I420 planes with ``want_yuv``): the
-        selected title's canvas, or the square frames rounded. ``i420``: the colour conversion to use (default
-        ``rgb_to_i420``; the post graph's is compiled)."""
-        from studio.encode.colour import rgb_to_i420
-
-        i420 = i420 or rgb_to_i420
-
-        if self.fmt.layout is Layout.CANVAS:
-            pic = self._canvas.compose(frames)  # N x 3 x H x W view of an N x H x W x 3 uint8 buffer
-            exact = pic
-        else:
-            exact = frames.clamp(0, 255)
-            pic = exact.to(torch.uint8)  # frames carry +0.5: truncation rounds
-        return pic.permute(0, 2, 3, 1), (i420(exact) if want_yuv else None)
-
-    def _post_graph(self, frames: torch.Tensor, want_yuv: bool):
-        """``_finish`` (its pictures alone without ``want_yuv``) as a CUDA graph at the core's batch size, per frame
-        shape and dtype (made on first use, or by ``warm``). The graphs share one memory pool: each replay's outputs
-        are cloned before the next replays."""
-        from studio.pipeline.graphs import Graphed, graphed
-
-        key = (tuple(frames.shape[1:]), frames.dtype, want_yuv)
-        g = self._post_graphs.get(key)
-        if g is None:
-            if self._graph_stream is None:
-                self._graph_stream = torch.cuda.Stream(self.device)
-                self._graph_pool = torch.cuda.graph_pool_handle()
-            if len(self._post_graphs) >= 4:
-                self._post_graphs.clear()
-            example = frames[:1].repeat(self.s.batch_frames, *([1] * (frames.dim() - 1)))
-            if want_yuv:  # the colour conversion's passes over the whole picture fused by TorchInductor
-                from studio.encode.colour import rgb_to_i420
-
-                conv = torch.compile(rgb_to_i420, dynamic=False)
-                g = graphed(lambda x: self._finish(x, True), (example,), self._graph_stream, compile=True,
-                            compiled_fn=lambda x: self._finish(x, True, conv), pool=self._graph_pool,
-                            thread_local=True, name="the colour conversion")
-            else:
-                g = Graphed(lambda x: self._finish(x, False)[0], (example,), self._graph_stream,
-                            pool=self._graph_pool, thread_local=True)
-            self._post_graphs[key] = g
-        return g
-
-    def _pinned(self, key: str, shape) -> torch.Tensor:
-        """A pinned host buffer for device-to-host copies, kept per frame shape and sized for the largest chunk so
-        far (pinning memory costs milliseconds); returns its first ``shape[0]`` frames."""
-        n, rest = shape[0], tuple(shape[1:])
-        buf = self._pinned_bufs.get((key, rest))
-        if buf is None or buf.shape[0] < n:
-            if len(self._pinned_bufs) > 8:
-                self._pinned_bufs.clear()
-            buf = torch.empty((max(n, self.s.chunk_frames), *rest), dtype=torch.uint8, pin_memory=True)
-            self._pinned_bufs[(key, rest)] = buf
-        return buf[:n]
 
     def _output_failed(self, out: Output, exc: StudioError) -> None:
         """An output raised: it is taken out of the program (its own stats say why)."""
@@ -763,7 +472,7 @@ class Core:
         if "kv_cache_bytes" not in st:
             out.setdefault(O.KV_CACHE, "no autoregressive motion model in this mode (the neural audio engine has one)")
         info = self.pool.info
-        if info.name != "builtin" and not info.pyramidal_px:
+        if not info.has_pyramidal_route:
             out[O.PYRAMIDAL] = f"{info.label} has one native size ({info.native_px} px): nothing smaller to generate"
         if "audio_cache_saved_ms_per_frame" not in st and self.features is None:
             out.setdefault(O.AUDIO_CACHE, "no audio encoder in this mode (the neural engine and audio-driven "
@@ -799,7 +508,7 @@ class Core:
         stop = stop or self._stop
         self.failed_outputs = []
         self.source.open(self.fmt)
-        self.motion.open(self.fmt, self.source)
+        self.motion.open(self.fmt)
         for out in self.outputs():
             if not getattr(out, "_opened", False):
                 try:

@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from studio.errors import InputError
-from studio.pipeline.core import Core, GeneratorPool, compiled_engine_note
+from studio.pipeline.core import Core
+from studio.pipeline.pool import GeneratorPool, compiled_engine_note
 from studio.contracts import Layout, MotionSource, Output, Source
 from studio.pipeline.settings import ALL_OPTIMIZATIONS, CoreSettings, Optimization
 from studio.pipeline.telemetry import TelemetryBus

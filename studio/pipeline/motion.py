@@ -1,4 +1,4 @@
-"""Motion sources of the core: coefficients for a chunk's slots (``studio.presenter.coeffs``).
+"""Motion sources of the core: coefficients for a chunk's slots (``studio.contracts.coeffs``).
 
 - ``ProgramMotion``: program items. Speech with phone timings (text-to-speech): visemes with coarticulation, the
   opening scaled by the speech's loudness. Recordings: the neural audio-to-motion engine (default) or the pocketsphinx
@@ -19,9 +19,9 @@ import numpy as np
 from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine, MicMotionSettings
 from studio.errors import ModelLoadError
 from studio.neural.constants import FPS as MODEL_FPS
-from studio.contracts import MOTION_SOURCES, Chunk, MotionSource, ProgramFormat, Source
+from studio.contracts import ANALYSIS_RATE_HZ, Chunk, MotionSource, ProgramFormat
 from studio.pipeline.settings import Optimization
-from studio.presenter.coeffs import MOUTH_COEFFS, N_COEFFS
+from studio.contracts.coeffs import MOUTH_COEFFS, N_COEFFS
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +47,10 @@ class ProgramMotion(MotionSource):
         self._kv_probes: collections.deque = collections.deque(maxlen=64)  # the KV-cache probes of the tracks
         self._fp0 = (0, 0)  # the shared fingerprint cache's (hits, misses) when this source took the engine
 
-    def open(self, fmt: ProgramFormat, source: Source) -> None:
+    def open(self, fmt: ProgramFormat) -> None:
         from studio.presenter.idle import IdleMotion
 
-        super().open(fmt, source)
+        super().open(fmt)
         if getattr(self, "idle", None) is None:
             self.idle = IdleMotion(fmt.fps, seed=self.seed)
             self._stress_done = -math.inf
@@ -242,33 +242,40 @@ class _NeuralTrack:
 
 class MicMotion(MotionSource):
     """The microphone through the live neural engine (default) or pocketsphinx; falls back to pocketsphinx with a
-    note when the neural weights cannot load."""
+    note when the neural weights cannot load.
+
+    It listens to the chunks alone: each chunk's ``fresh`` audio (what arrived since the previous chunk, ahead of the
+    chunk's slots by this source's ``lead_s``) goes into the ring of what it has heard, on the chunks' analysis
+    timeline, and slot ``k`` shows the audio at ``k / fps`` on it."""
 
     name = "microphone"
+    HEARD_S = 10  # the audio kept for the engine (it reads each sample once, as it arrives)
 
     def __init__(self, engine: AudioEngine = DEFAULT_AUDIO_ENGINE, settings: MicMotionSettings | None = None,
                  motion_thread: bool = True, lead_s: float = 0.04) -> None:
         self.engine = engine
         self.settings = settings or MicMotionSettings()
         self.motion_thread = motion_thread
-        self.lead_s = lead_s
+        self._lead_s = lead_s
         self.note = ""
         self.src = None
         self._model_ms: list[float] = []
 
-    def open(self, fmt: ProgramFormat, source: Source) -> None:
+    def open(self, fmt: ProgramFormat) -> None:
         from dataclasses import replace
 
-        super().open(fmt, source)
+        from studio.audio.ringbuffer import AudioRing
+
+        super().open(fmt)
         if self.src is not None:
             return
-        self.mic = source
+        self.heard = AudioRing(self.HEARD_S * ANALYSIS_RATE_HZ, ANALYSIS_RATE_HZ)
         ms = replace(self.settings, fps=fmt.fps)
         if self.engine is AudioEngine.NEURAL:
             from studio.neural.mic import NeuralMicMotionSource
 
             try:
-                self.src = NeuralMicMotionSource(source.ring, ms)
+                self.src = NeuralMicMotionSource(self.heard, ms)
             except ModelLoadError as exc:
                 self.engine = AudioEngine.POCKETSPHINX
                 self.note = f"{exc} Using the pocketsphinx engine instead."
@@ -276,14 +283,30 @@ class MicMotion(MotionSource):
         if self.src is None:
             from studio.audio.mic_motion import MicMotionSource
 
-            self.src = MicMotionSource(source.ring, ms)
-        self.src.skip_to(source.start_ring)
-        source.set_lead(max(self.lead_s, self.src.min_lead_s))
+            self.src = MicMotionSource(self.heard, ms)
         if self.motion_thread:
             self.src.start_worker()
 
+    @property
+    def lead_s(self) -> float:
+        """40 ms, or the engine's look-ahead where it needs more (the neural engine's)."""
+        return max(self._lead_s, self.src.min_lead_s) if self.src is not None else self._lead_s
+
+    def _listen(self, chunk: Chunk) -> None:
+        """The chunk's fresh audio into the ring of what this source has heard (each sample once)."""
+        if chunk.fresh is None:
+            return
+        x = chunk.fresh
+        gap = chunk.fresh_start - self.heard.total_written
+        if gap > 0:  # not heard (a source that started later): silence keeps the timeline
+            self.heard.write(np.zeros(gap, np.float32))
+        elif gap < 0:
+            x = x[-gap:]
+        self.heard.write(x)
+
     def motion(self, chunk: Chunk) -> np.ndarray:
         fps = self.fmt.fps
+        self._listen(chunk)
         if hasattr(self.src, "set_options") and not (chunk.plain or chunk.baseline_of):
             # the producer's flags only: a baseline chunk's would restart the live model (its mouth closes until
             # it has its lead of audio again) twice per baseline chunk
@@ -292,13 +315,14 @@ class MicMotion(MotionSource):
         out = np.zeros((chunk.n, N_COEFFS), np.float32)
         for j, slot in enumerate(chunk.slots):
             t0 = time.perf_counter()
-            out[j] = self.src.frame(self.mic.ring_time_s(int(slot)), idle_t_s=int(slot) / fps)
+            out[j] = self.src.frame(int(slot) / fps)
             self._model_ms.append((time.perf_counter() - t0) * 1e3)
         del self._model_ms[:-500]
         return out
 
     def speaking(self, chunk: Chunk) -> np.ndarray | None:
-        return np.array([self.src.speaking_at(self.mic.ring_time_s(int(s))) for s in chunk.slots], bool)
+        self._listen(chunk)
+        return np.array([self.src.speaking_at(int(s) / self.fmt.fps) for s in chunk.slots], bool)
 
     def close(self) -> None:
         if self.src is not None:
@@ -321,15 +345,6 @@ class MicMotion(MotionSource):
                 out["kv_probe_tokens"] = tokens
         return out
 
-
-@MOTION_SOURCES.register("program")
-def _program(**kwargs) -> ProgramMotion:
-    return ProgramMotion(**kwargs)
-
-
-@MOTION_SOURCES.register("microphone")
-def _mic(**kwargs) -> MicMotion:
-    return MicMotion(**kwargs)
 
 
 def warm_microphone(engine: AudioEngine) -> None:

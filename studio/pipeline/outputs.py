@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from studio.contracts import OUTPUTS, Output, OutputState, OutputStats, ProgramBatch, ProgramFormat
-from studio.pipeline.telemetry import RateMeter
+from studio.contracts import Output, OutputState, OutputStats, ProgramBatch, ProgramFormat, RateMeter
 
 
 @dataclass(frozen=True)
@@ -194,8 +193,3 @@ class LatencyMeter(Output):
 
     def percentile(self, q: float) -> float:
         return float(np.percentile(np.asarray(self._ms), q)) if self._ms else math.nan
-
-
-@OUTPUTS.register("preview")
-def _preview(**kwargs) -> PreviewOutput:
-    return PreviewOutput(**kwargs)

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from studio.errors import InputError
-from studio.contracts import POST_PROCESSORS, Chunk, OnAir, PostProcessor, ProgramFormat
+from studio.contracts import Chunk, OnAir, PostProcessor, ProgramFormat
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,6 @@ def span_for(device: str):
     return LearnedUpscaler(device, half=cuda, channels_last=cuda, dtype=torch.bfloat16 if bf16 else None)
 
 
-@POST_PROCESSORS.register("upscale")
 class Upscaler(PostProcessor):
     """Frames of any size -> ``target_px`` square (bicubic, or SPAN x4 where the weights load)."""
 
@@ -97,7 +96,7 @@ class Upscaler(PostProcessor):
         key = tuple(x.shape[1:])
         g = self._graphs.get(key)
         if g is None:
-            from studio.pipeline.graphs import GraphSet
+            from studio.generators.graphs import GraphSet
 
             example = x[:1].clone()
             g = self._graphs[key] = GraphSet(self._span, lambda n: (example.repeat(n, 1, 1, 1),), x.device,
@@ -166,7 +165,7 @@ class FlowFill:
         key = tuple((tuple(x.shape[1:]), x.dtype) for x in args)
         g = self._graphs.get(key)
         if g is None:
-            from studio.pipeline.graphs import GraphSet
+            from studio.generators.graphs import GraphSet
 
             fn = self._net(args)
             ex = tuple(x[:1].clone() for x in args)
@@ -257,7 +256,6 @@ class CanvasStyle:
     show_lower_third: bool = True
 
 
-@POST_PROCESSORS.register("canvas")
 class Canvas(PostProcessor):
     """The presenter (``presenter_px`` square) over a background at the program's size, with a lower third showing
     what is on air (``OnAir.title``). Returns uint8 frames: the program picture is final here.

@@ -5,8 +5,11 @@
   program clock (the sound card's playback position, or the monotonic clock when there is none): it idles when
   nothing is scheduled, renders a little ahead of the clock, and skips slots (counted as dropped) when the loop falls
   behind rather than drift. Items are scheduled while it runs (``schedule``); ``cut`` stops speech.
-- ``MicSource``: the microphone. Session time runs in samples of the analysis rate (``session = ring + offset``);
-  slot ``k`` shows session time ``k / fps`` and falls due once the ring holds ``lead`` of audio after it. Only the
+- ``MicSource``: the microphone. Session time runs in samples of the capture ring's rate (``session = ring +
+  offset``); slot ``k`` shows session time ``k / fps`` and falls due once the ring holds ``lead`` of audio after it
+  (the motion source's look-ahead, ``Pacing.lead_s``). Every ring sample is read once: the program audio is the
+  ring's own (the ring runs at the program's rate), the analysis audio one downsampling of it, and each chunk carries
+  the analysis audio heard since the previous one (``Chunk.fresh``) for the motion source. Only the
   newest due slots are produced (older ones are dropped and counted). When no audio arrives for ``stall_ms`` (device
   lost, not started yet) session time runs on the wall clock as silence, so the presenter keeps idling and a
   recording keeps picture and sound aligned; the slots that silence covers at once are produced in order (a stalled
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from studio.pipeline.clock import ProgramAudio
-from studio.contracts import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, SOURCES, Chunk, OnAir, Pacing, ProgramFormat,
+from studio.contracts import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, Chunk, OnAir, Pacing, ProgramFormat,
                                    Source)
 from studio.speech.types import PhonemeTiming, Utterance, WordTiming
 
@@ -255,27 +258,79 @@ class ProgramSource(Source):
 
 # -- the microphone -----------------------------------------------------------------------------------------------------
 
-class _Upsampler3:
-    """16 kHz -> 48 kHz, streaming and exact in length (3 samples out per sample in): zero-stuffing and a linear-phase
-    low-pass FIR whose state carries across calls (31 samples of delay at 48 kHz, 0.65 ms)."""
+class _Rate:
+    """The ring's rate -> ``out_hz``, streaming and exact in length: an integer ratio, ``up`` samples out per sample in
+    or one out per ``down`` in (``count``), through a causal linear-phase low-pass FIR whose state carries across
+    calls (31 samples of delay at the higher rate: 0.65 ms at 48 kHz). Equal rates pass through untouched."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_hz: int, out_hz: int) -> None:
+        self.up = out_hz // in_hz if out_hz % in_hz == 0 else 1
+        self.down = in_hz // out_hz if in_hz % out_hz == 0 else 1
+        if self.up * in_hz != out_hz * self.down:
+            raise ValueError(f"the capture ring runs at {in_hz} Hz: the pipeline needs a whole ratio to {out_hz} Hz")
+        if self.up == self.down == 1:
+            return
         from scipy.signal import firwin
 
-        self.taps = (3.0 * firwin(63, 7600.0, fs=48000.0)).astype(np.float64)
+        high, low = max(in_hz, out_hz), min(in_hz, out_hz)
+        self.taps = (self.up * firwin(63, 0.95 * low / 2, fs=high)).astype(np.float64)
         self.zi = np.zeros(len(self.taps) - 1)
+        self.phase = 0  # input samples so far, modulo ``down``
+
+    def count(self, n_in: int) -> int:
+        """Output samples made from the first ``n_in`` input samples."""
+        return n_in * self.up if self.down == 1 else -(-n_in // self.down)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.up == self.down == 1 or not len(x):
+            return np.asarray(x, np.float32)
         from scipy.signal import lfilter
 
-        up = np.zeros(3 * len(x))
-        up[::3] = x
-        y, self.zi = lfilter(self.taps, 1.0, up, zi=self.zi)
-        return y.astype(np.float32)
+        if self.up > 1:
+            stuffed = np.zeros(self.up * len(x))
+            stuffed[::self.up] = x
+            y, self.zi = lfilter(self.taps, 1.0, stuffed, zi=self.zi)
+            return y.astype(np.float32)
+        y, self.zi = lfilter(self.taps, 1.0, x, zi=self.zi)
+        first = -self.phase % self.down  # the block's first sample whose index overall is a multiple of ``down``
+        self.phase = (self.phase + len(x)) % self.down
+        return y[first::self.down].astype(np.float32)
+
+
+class _Pending:
+    """Converted samples heard but not handed out yet, from ``start`` on their timeline. A chunk that needs samples
+    not arrived yet gets zeros in their place, and those samples are dropped when they come (the timeline holds)."""
+
+    def __init__(self) -> None:
+        self.parts: list[np.ndarray] = []
+        self.start = 0
+        self.owed = 0
+
+    def add(self, x: np.ndarray) -> None:
+        if self.owed:
+            cut = min(self.owed, len(x))
+            x, self.owed = x[cut:], self.owed - cut
+        if len(x):
+            self.parts.append(x)
+
+    def take(self, end: int) -> np.ndarray:
+        """Samples [start, end)."""
+        need = end - self.start
+        if need <= 0:
+            return np.zeros(0, np.float32)
+        buf = np.concatenate(self.parts) if len(self.parts) != 1 else self.parts[0]
+        got, rest = buf[:need], buf[need:]
+        if len(got) < need:
+            self.owed += need - len(got)
+            got = np.concatenate([got, np.zeros(need - len(got), np.float32)])
+        self.parts = [rest] if len(rest) else []
+        self.start = end
+        return got
 
 
 class MicSource(Source):
-    """The microphone (module docstring). ``capture``: a started ``studio.audio.capture.MicCapture``."""
+    """The microphone (module docstring). ``capture``: a started ``studio.audio.capture.MicCapture``; its ring runs at
+    the program's rate, or at any rate in a whole ratio to both the program's and the analysis rate."""
 
     name = "microphone"
     live = True
@@ -286,13 +341,13 @@ class MicSource(Source):
         self.capture = capture
         self.ring = capture.ring
         self.rate_hz = self.ring.sample_rate_hz
-        if self.rate_hz != ANALYSIS_RATE_HZ:
-            raise ValueError(f"the capture ring runs at {self.rate_hz} Hz, the pipeline at {ANALYSIS_RATE_HZ} Hz")
-        self.lead = int(round(lead_s * self.rate_hz))
+        self._to_program = _Rate(self.rate_hz, PROGRAM_RATE_HZ)
+        self._to_analysis = _Rate(self.rate_hz, ANALYSIS_RATE_HZ)
+        self.min_lead = int(round(lead_s * self.rate_hz))
+        self.lead = self.min_lead  # the motion source's look-ahead raises it (``Pacing.lead_s``)
         self.stall_ns = int(stall_ms * 1e6)
         self.present_delay_s = present_delay_s  # the preview shows slots this much later (keyframe interpolation)
         self.silence_samples = 0
-        self._up = _Upsampler3()
         self._started = False
         self.next_k = 0  # the next slot to hand out (readers such as the studio's telemetry may ask before open)
         self._fresh_run = True
@@ -308,33 +363,40 @@ class MicSource(Source):
         now = time.monotonic_ns()
         total = self.ring.total_written
         self.offset = -total  # session sample = ring sample + offset
-        self.start_ring = total
-        self._rc = total  # next ring sample handed out as chunk audio
-        self._sc = 0  # next session sample handed out
-        self._silence_owed = 0  # silence inserted while the ring stalled, not handed out yet
-        self._seen_total = total
+        self._rc = total  # next ring sample to read (each is read once)
+        self._program, self._analysis = _Pending(), _Pending()
+        self._fresh: list[np.ndarray] = []  # analysis audio heard since the last chunk
+        self._fresh_start = 0
         self._last_audio_ns = now
         self._virtual_ns: int | None = None
         self._backfill_k = -1  # slots up to this one are inserted silence: produced, never skipped
         self.next_k = 0
         self._chunks = 0
 
-    def set_lead(self, lead_s: float) -> None:
-        self.lead = int(round(lead_s * self.rate_hz))
-
     def ring_sample(self, slot: int) -> int:
         """The ring sample that slot ``slot`` shows."""
         return int(round(slot * self.rate_hz / self.fmt.fps)) - self.offset
 
-    def ring_time_s(self, slot: int) -> float:
-        return self.ring_sample(slot) / self.rate_hz
+    def _hear(self, x: np.ndarray) -> None:
+        """Session samples, in order: to the program's and the analysis rate, once."""
+        self._program.add(self._to_program(x))
+        a = self._to_analysis(x)
+        self._analysis.add(a)
+        if len(a):
+            self._fresh.append(a)
 
     def _advance(self, now_ns: int) -> tuple[int, int]:
-        """Account for new audio or, while none comes, wall time as silence; returns (session samples known, silence
-        samples inserted now)."""
+        """Read what arrived in the ring or, while nothing comes, take wall time as silence; returns (session samples
+        known, silence samples inserted now)."""
         total = self.ring.total_written
-        if total != self._seen_total:
-            self._seen_total = total
+        if total != self._rc:
+            lo = max(self._rc, self.ring.oldest_sample)
+            x = self.ring.read(lo, total - lo)
+            heard = np.zeros(total - self._rc, np.float32)  # zeros for anything overwritten before it was read
+            if x is not None:
+                heard[lo - self._rc:] = x
+            self._hear(heard)
+            self._rc = total
             self._last_audio_ns = now_ns
             self._virtual_ns = None
         gap = 0
@@ -345,16 +407,19 @@ class MicSource(Source):
             if gap > 0:
                 self.offset += gap
                 self.silence_samples += gap
-                self._silence_owed += gap
+                self._hear(np.zeros(gap, np.float32))
                 self._virtual_ns += gap * 1_000_000_000 // self.rate_hz
         return total + self.offset, gap
 
-    def seconds_until_due(self) -> float:
-        need = int(round(self.next_k * self.rate_hz / self.fmt.fps)) + self.lead - self.offset
+    def seconds_until_due(self, lead_s: float | None = None) -> float:
+        """How long until the next slot is due (with the look-ahead ``lead_s``; default: the last chunk's)."""
+        lead = self.lead if lead_s is None else max(self.min_lead, int(round(lead_s * self.rate_hz)))
+        need = int(round(self.next_k * self.rate_hz / self.fmt.fps)) + lead - self.offset
         return max(0.0, (need - self.ring.total_written) / self.rate_hz)
 
     def next_chunk(self, pace: Pacing) -> Chunk | None:
         fps = self.fmt.fps
+        self.lead = max(self.min_lead, int(round(pace.lead_s * self.rate_hz)))
         while True:
             if pace.stop.is_set():
                 return None
@@ -378,46 +443,16 @@ class MicSource(Source):
         self._fresh_run = False
         self.next_k = k + 1
         slots = np.arange(first, k + 1, dtype=np.int64)
-        audio = self._take_audio(int(round((k + 1) * self.rate_hz / fps)))
-        start_session = self._sc - len(audio)
+        end = int(round((k + 1) * self.rate_hz / fps))  # session sample where the chunk's audio ends
+        audio_start, analysis_start = self._program.start, self._analysis.start
+        audio = self._program.take(self._to_program.count(end))
+        analysis = self._analysis.take(self._to_analysis.count(end))
+        fresh = np.concatenate(self._fresh) if self._fresh else np.zeros(0, np.float32)
+        fresh_start, self._fresh = self._fresh_start, []
+        self._fresh_start += len(fresh)
         heard = np.array([self.ring.arrival_ns(self.ring_sample(s)) or 0 for s in slots], np.int64)
-        chunk = Chunk(index=self._chunks, slots=slots, audio=self._up(audio), audio_start=3 * start_session,
-                      analysis=audio, analysis_start=start_session, skipped=skipped, heard_ns=heard,
-                      seg_start=self._chunks == 0, created_ns=time.monotonic_ns())
+        chunk = Chunk(index=self._chunks, slots=slots, audio=audio, audio_start=audio_start, analysis=analysis,
+                      analysis_start=analysis_start, skipped=skipped, heard_ns=heard, fresh=fresh,
+                      fresh_start=fresh_start, seg_start=self._chunks == 0, created_ns=time.monotonic_ns())
         self._chunks += 1
         return chunk
-
-    def _take_audio(self, end_session: int) -> np.ndarray:
-        """Session samples [cursor, end_session): what the ring holds first, then the silence inserted while it
-        stalled, zeros for anything lost (overwritten before it was read)."""
-        need = end_session - self._sc
-        if need <= 0:
-            return np.zeros(0, np.float32)
-        parts = []
-        total = self.ring.total_written
-        take = min(need, max(0, total - self._rc))
-        if take:
-            lo = max(self._rc, self.ring.oldest_sample)
-            x = self.ring.read(lo, self._rc + take - lo) if self._rc + take > lo else None
-            part = np.zeros(take, np.float32)
-            if x is not None:
-                part[lo - self._rc:] = x
-            parts.append(part)
-            self._rc += take
-        rest = need - take
-        if rest:
-            owed = min(rest, self._silence_owed)
-            self._silence_owed -= owed
-            parts.append(np.zeros(rest, np.float32))  # inserted silence (and, rarely, audio not arrived yet)
-        self._sc = end_session
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
-
-
-@SOURCES.register("program")
-def _program(**kwargs) -> ProgramSource:
-    return ProgramSource(**kwargs)
-
-
-@SOURCES.register("microphone")
-def _mic(**kwargs) -> MicSource:
-    return MicSource(**kwargs)

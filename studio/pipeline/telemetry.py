@@ -67,32 +67,6 @@ class TelemetrySnapshot:
     latency_ms_p95: float = math.nan
 
 
-class RateMeter:
-    """Events per second over a sliding window (thread-safe)."""
-
-    def __init__(self, window_s: float = 2.0) -> None:
-        self.window_s = window_s
-        self._times: deque[float] = deque()
-        self._lock = threading.Lock()
-
-    def tick(self, now_s: float | None = None) -> None:
-        now = time.monotonic() if now_s is None else now_s
-        with self._lock:
-            self._times.append(now)
-            while self._times and self._times[0] < now - self.window_s:
-                self._times.popleft()
-
-    def rate(self, now_s: float | None = None) -> float:
-        now = time.monotonic() if now_s is None else now_s
-        with self._lock:
-            while self._times and self._times[0] < now - self.window_s:
-                self._times.popleft()
-            if len(self._times) < 2:
-                return 0.0
-            span = max(now - self._times[0], 1e-6)
-            return (len(self._times) - 1) / span if span < self.window_s * 0.5 else len(self._times) / self.window_s
-
-
 class MedianWindow:
     """Median of the last ``size`` values (thread-safe); nan when empty."""
 

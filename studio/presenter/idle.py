@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from studio.presenter.coeffs import N_COEFFS, Coeff
+from studio.contracts.coeffs import N_COEFFS, Coeff
 
 BLINK_INTERVAL_S = (2.0, 6.0)
 DOUBLE_BLINK_P = 0.15

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from studio.presenter.coeffs import MOUTH_COEFFS, MotionTrack
+from studio.contracts.coeffs import MOUTH_COEFFS, MotionTrack
 from studio.presenter.idle import idle_track
 from studio.speech.types import PhonemeTiming
 from studio.speech.visemes import mouth_track, stress_times

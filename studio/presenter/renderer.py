@@ -20,7 +20,7 @@ from torch import nn
 from studio.errors import RenderError
 from studio.presenter import landmarks as lm
 from studio.presenter.anchor import AnchorPack, teeth_layer
-from studio.presenter.coeffs import N_COEFFS, Coeff
+from studio.contracts.coeffs import N_COEFFS, Coeff
 from studio.presenter.rig import LOCAL_COEFFS, build_rig
 
 log = logging.getLogger(__name__)

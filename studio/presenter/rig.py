@@ -13,7 +13,7 @@ import numpy as np
 
 from studio.presenter import landmarks as lm
 from studio.presenter.anchor import AnchorPack
-from studio.presenter.coeffs import Coeff
+from studio.contracts.coeffs import Coeff
 
 # Order of the local bases (rows of ``FaceRig.bases``); the first one is always applied with weight 1.
 BASIS_CLOSE = 0

@@ -1,7 +1,7 @@
 """Phones -> visemes -> mouth coefficients, with coarticulation.
 
 Every phone (IPA from Piper / eSpeak NG, or ARPAbet from pocketsphinx) maps to a ``Viseme``; every viseme has a
-target for the five mouth coefficients (see ``studio.presenter.coeffs``). The mouth at time ``t`` is a blend of the
+target for the five mouth coefficients (see ``studio.contracts.coeffs``). The mouth at time ``t`` is a blend of the
 targets of the phones around ``t``, weighted by dominance functions in the style of Cohen & Massaro (1993):
 
     D_k(t) = alpha_k * exp(-max(0, |t - centre_k| - plateau_k) / tau_k)     (per coefficient)
@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from studio.presenter.coeffs import MOUTH_COEFFS, N_COEFFS, Coeff
+from studio.contracts.coeffs import MOUTH_COEFFS, N_COEFFS, Coeff
 from studio.speech.types import PhonemeTiming
 
 log = logging.getLogger(__name__)

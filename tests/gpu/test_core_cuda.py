@@ -164,14 +164,14 @@ def test_the_graphed_post_stage_gives_the_eager_pictures_and_planes(default_anch
         for title, n in (("one", 8), ("", 3), ("two", 13), ("one", 1)):
             frames = torch.rand((n, 3, p, p), device="cuda", generator=g) * 270 - 5
             if layout is Layout.CANVAS:
-                core._open_canvas().select(title)
+                core.post.open_canvas().select(title)
             for want_yuv in (False, True):
-                eager_pic, eager_yuv = core._finish(frames, want_yuv)
-                got = core._post_graph(frames, want_yuv)(frames)
+                eager_pic, eager_yuv = core.post.finish(frames, want_yuv)
+                got = core.post.post_graph(frames, want_yuv)(frames)
                 pic, yuv = got if want_yuv else (got, None)
                 assert torch.equal(pic, eager_pic), (title, n, want_yuv)
                 if want_yuv:
-                    _assert_planes_match(yuv, eager_yuv, core._post_graph(frames, True).compiled, (title, n))
+                    _assert_planes_match(yuv, eager_yuv, core.post.post_graph(frames, True).compiled, (title, n))
     finally:
         core.pool.close()
 
@@ -191,17 +191,17 @@ def test_warm_captures_the_post_stages_graphs_so_the_run_makes_none(default_anch
                      [Collect()], on_air=False)
     try:
         core.warm()
-        sets = list(core._flow._graphs.values())
+        sets = list(core.post.flow._graphs.values())
         assert len(sets) == 1 and sorted(sets[0].graphs) == [1, 2, 4, 8]
         rep = core.run()
         assert rep.frames_interpolated > 0
-        assert list(core._flow._graphs.values()) == sets and sorted(sets[0].graphs) == [1, 2, 4, 8]
+        assert list(core.post.flow._graphs.values()) == sets and sorted(sets[0].graphs) == [1, 2, 4, 8]
     finally:
         core.pool.close()
 
 
 def test_a_graph_set_replays_each_batch_size_without_padding():
-    from studio.pipeline.graphs import GraphSet
+    from studio.generators.graphs import GraphSet
 
     calls = []
 

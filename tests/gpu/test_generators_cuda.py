@@ -13,7 +13,7 @@ pytest.importorskip("diffusers", reason="needs the 'engines' extra (NEWSSTUDIO_E
 
 from studio.bench.engine_speed import bench_anchor  # noqa: E402
 from studio.contracts import GENERATORS, GeneratorSettings  # noqa: E402
-from studio.presenter.coeffs import N_COEFFS  # noqa: E402
+from studio.contracts.coeffs import N_COEFFS  # noqa: E402
 
 
 def _open(name: str, size: int, batch: int = 4):

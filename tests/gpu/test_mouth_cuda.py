@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from studio.presenter.anchor import build_anchor
-from studio.presenter.coeffs import N_COEFFS, Coeff
+from studio.contracts.coeffs import N_COEFFS, Coeff
 from studio.presenter.renderer import Presenter, RenderSettings
 
 pytestmark = pytest.mark.gpu

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from studio.errors import InputError
-from studio.presenter.coeffs import N_COEFFS
+from studio.contracts.coeffs import N_COEFFS
 from studio.presenter.renderer import Presenter, RenderSettings
 from studio.validate import available_memory_bytes, check_render_memory, estimate_render_memory
 

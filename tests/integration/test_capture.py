@@ -55,7 +55,7 @@ def test_streaming_resampler_matches_resample_poly(in_rate_hz: int) -> None:
 @pytest.mark.integration
 def test_captured_audio_matches_the_played_clip(pulse_sink: Path, play_into_sink) -> None:
     assert any(d.name in ("pulse", "default") for d in list_input_devices())
-    cap = MicCapture(CaptureSettings(ring_seconds=10.0))
+    cap = MicCapture(CaptureSettings(ring_seconds=10.0, ring_rate_hz=RATE))
     cap.start()
     try:
         assert cap.status is CaptureStatus.RUNNING

@@ -220,7 +220,7 @@ def test_the_stack_check_can_fail(watch: Watch, default_anchor) -> None:
     import torch
 
     from studio.contracts import GENERATORS, GeneratorSettings
-    from studio.presenter.coeffs import N_COEFFS
+    from studio.contracts.coeffs import N_COEFFS
 
     gen = GENERATORS.create(ENGINE)
     gen.open(default_anchor, GeneratorSettings(device="cpu", size_px=64, batch_frames=2))

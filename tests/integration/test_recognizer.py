@@ -12,11 +12,12 @@ from scipy.io import wavfile
 from scipy.signal import resample_poly
 
 from studio.audio.capture import MicCapture
+from studio.audio.settings import CaptureSettings
 from studio.audio.mic_motion import MicMotionSource
 from studio.audio.recognizer import StreamingPhoneRecognizer, align
 from studio.audio.ringbuffer import AudioRing
 from studio.errors import SpeechError
-from studio.presenter.coeffs import Coeff
+from studio.contracts.coeffs import Coeff
 
 CLIP = Path("/usr/share/sounds/alsa/Front_Center.wav")  # a woman saying "Front center"
 RATE = 16000
@@ -106,7 +107,7 @@ def test_mic_motion_opens_the_mouth_only_for_speech() -> None:
 @pytest.mark.integration
 def test_live_phones_from_the_virtual_microphone(pulse_sink: Path, play_into_sink) -> None:
     """Play the clip into the sound server; phones come out while it plays; the sieve skips the silences."""
-    cap = MicCapture()
+    cap = MicCapture(CaptureSettings(ring_rate_hz=16000))  # the recognizer's rate, read here directly
     cap.start()
     try:
         end = time.monotonic() + 10.0

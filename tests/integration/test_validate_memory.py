@@ -18,7 +18,7 @@ import gc, json, sys
 import numpy as np, torch
 torch.set_num_threads(1)
 from studio.presenter.anchor import build_anchor
-from studio.presenter.coeffs import N_COEFFS
+from studio.contracts.coeffs import N_COEFFS
 from studio.presenter.renderer import Presenter, RenderSettings
 
 def status_kb(key):

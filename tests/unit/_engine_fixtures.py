@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from studio.presenter.coeffs import N_COEFFS
+from studio.contracts.coeffs import N_COEFFS
 
 EXTRA = "needs the 'engines' extra (NEWSSTUDIO_EXTRAS=engines ./installers/setup.sh)"
 

@@ -13,7 +13,9 @@ from compile_fixtures import FP, run, tiny_target
 from torch import nn
 
 from studio.compile import cache
-from studio.compile.builders import _FixedBatch, precision_choices, tensorrt_unavailable
+from studio.compile.backend import _FixedBatch
+from studio.compile.builders import precision_choices
+from studio.compile.tensorrt_backend import tensorrt_unavailable
 from studio.compile.cli import add_arguments, run_compile
 from studio.compile.jobs import compile_target
 from studio.compile.settings import BuildSettings

@@ -282,7 +282,7 @@ def test_span_lands_on_the_target_size_from_a_larger_frame():
 
 def test_graph_set_batches_cover_every_row_once_with_no_padding():
     """The replays a GraphSet makes: whole batches of the largest graph, then the remainder's binary digits."""
-    from studio.pipeline.graphs import batch_spans
+    from studio.generators.graphs import batch_spans
 
     assert batch_spans(13, 8) == [(0, 8, 8), (8, 12, 4), (12, 13, 1)]
     assert batch_spans(21, 8) == [(0, 16, 8), (16, 20, 4), (20, 21, 1)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from studio.presenter.coeffs import N_COEFFS, Coeff
+from studio.contracts.coeffs import N_COEFFS, Coeff
 from studio.presenter.idle import IdleMotion, idle_track
 
 FPS = 25.0

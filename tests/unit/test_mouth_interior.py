@@ -9,7 +9,7 @@ import torch
 
 from studio.presenter import landmarks as lm
 from studio.presenter.anchor import build_anchor, teeth_layer
-from studio.presenter.coeffs import N_COEFFS, Coeff
+from studio.contracts.coeffs import N_COEFFS, Coeff
 from studio.presenter.renderer import Presenter, RenderSettings
 
 

@@ -15,7 +15,7 @@ from studio.neural.engine import SAMPLES_PER_FRAME, NeuralMotionEngine
 from studio.neural.mic import NeuralMicMotionSource
 from studio.neural.model import Audio2Motion, ModelConfig
 from studio.neural.settings import Backend, NeuralSettings
-from studio.presenter.coeffs import MOUTH_COEFFS
+from studio.contracts.coeffs import MOUTH_COEFFS
 
 RATE = 16000
 

@@ -306,7 +306,7 @@ def test_a_long_recording_is_streamed_and_matches_the_whole_track() -> None:
     source.open(fmt)
     motion = ProgramMotion()
     motion._neural = eng
-    motion.open(fmt, source)
+    motion.open(fmt)
     pushed: list[int] = []
     track = motion._track(item, frozenset())
     assert isinstance(track, _NeuralTrack)

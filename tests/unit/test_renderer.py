@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from studio.presenter import landmarks as lm
-from studio.presenter.coeffs import N_COEFFS, Coeff
+from studio.contracts.coeffs import N_COEFFS, Coeff
 from studio.presenter.renderer import Presenter, RenderSettings
 
 

@@ -16,6 +16,7 @@ import pytest
 from studio.audio.capture import CaptureStatus
 from studio.audio.ringbuffer import AudioRing
 from studio.audio.settings import AudioEngine
+from studio.contracts import ANALYSIS_RATE_HZ as ANALYSIS_RATE
 from studio.contracts import PROGRAM_RATE_HZ, OnAir, Pacing, ProgramBatch, ProgramFormat
 from studio.pipeline.sources import MicSource, ProgramItem, ProgramSource
 
@@ -51,8 +52,8 @@ class FakeClock:
         return self.t
 
 
-def _pace(k: int = 1, cost_s: float = 0.0) -> Pacing:
-    return Pacing(max_frames=k, cost_s_per_frame=cost_s, stop=threading.Event())
+def _pace(k: int = 1, cost_s: float = 0.0, lead_s: float = 0.0) -> Pacing:
+    return Pacing(max_frames=k, cost_s_per_frame=cost_s, stop=threading.Event(), lead_s=lead_s)
 
 
 def _mic(lead_s: float = 0.04, stall_ms: float = 60_000.0) -> tuple[MicSource, FakeCapture]:
@@ -62,8 +63,8 @@ def _mic(lead_s: float = 0.04, stall_ms: float = 60_000.0) -> tuple[MicSource, F
     return src, cap
 
 
-def _due(src: MicSource) -> bool:
-    return src.seconds_until_due() == 0.0
+def _due(src: MicSource, lead_s: float | None = None) -> bool:
+    return src.seconds_until_due(lead_s) == 0.0
 
 
 # -- the microphone -----------------------------------------------------------------------------------------------------
@@ -108,6 +109,75 @@ def test_microphone_audio_is_contiguous_across_chunks_and_over_skipped_slots() -
     np.testing.assert_array_equal(heard, x[:len(heard)])  # what the microphone heard, sample for sample
     end = chunks[-1].slots[-1] + 1
     assert len(heard) == round(end * RATE / FPS)  # the audio reaches the end of the last slot
+
+
+class _CountingRing(AudioRing):
+    """A ring that counts the samples read out of it."""
+
+    samples_read = 0
+
+    def read(self, start_sample: int, n: int):
+        self.samples_read += n
+        return super().read(start_sample, n)
+
+
+def test_the_microphone_ring_is_read_once_at_the_programs_rate() -> None:
+    """capture -> ring -> source: each ring sample is read once; at the program's rate (the capture's default) the
+    program audio is the microphone's own, sample for sample, and the analysis audio one downsampling of it."""
+    rate = PROGRAM_RATE_HZ
+    cap = FakeCapture()
+    cap.ring = _CountingRing(rate * 10, rate)
+    src = MicSource(cap)
+    src.open(FMT)
+    t = np.arange(2 * rate) / rate
+    x = (0.5 * np.sin(2 * np.pi * 440.0 * t)).astype(np.float32)
+    chunks = []
+    for i in range(0, len(x), rate // 100):  # 10 ms blocks, as the sound card delivers them
+        cap.ring.write(x[i:i + rate // 100])
+        while _due(src):
+            chunks.append(src.next_chunk(_pace(3)))
+    assert cap.ring.samples_read == cap.ring.total_written  # every sample read, none twice
+    program = np.concatenate([c.audio for c in chunks])
+    np.testing.assert_array_equal(program, x[:len(program)])  # no resampling on the program's way
+    analysis = np.concatenate([c.analysis for c in chunks])
+    assert len(analysis) == -(-len(program) // 3) and chunks[0].analysis_start == 0
+    for c, d in zip(chunks[:-1], chunks[1:]):
+        assert d.analysis_start == c.analysis_start + len(c.analysis) and d.audio_start == c.audio_start + len(c.audio)
+        assert d.fresh_start == c.fresh_start + len(c.fresh)
+    fresh = np.concatenate([c.fresh for c in chunks])
+    np.testing.assert_array_equal(fresh[:len(analysis)], analysis)  # what the motion source hears: the same audio
+    for c in chunks:  # each chunk brings the audio up to the lead past its last slot's start
+        assert c.fresh_start + len(c.fresh) >= round(c.slots[-1] * ANALYSIS_RATE / FPS) + 0.04 * ANALYSIS_RATE
+    t16 = np.arange(len(analysis)) / ANALYSIS_RATE - 31 / rate  # the 48 -> 16 kHz low-pass: 31 samples late
+    steady = slice(ANALYSIS_RATE // 10, None)  # past the filter's start
+    assert np.max(np.abs(analysis[steady] - 0.5 * np.sin(2 * np.pi * 440.0 * t16)[steady])) < 0.01
+
+
+def test_the_microphone_motion_source_hears_the_chunks_alone() -> None:
+    """source -> motion: the motion source needs nothing but the chunks (no source, no ring of the capture)."""
+    from studio.contracts import Chunk
+    from studio.contracts.coeffs import Coeff
+    from studio.pipeline.motion import MicMotion
+
+    motion = MicMotion(engine=AudioEngine.POCKETSPHINX, motion_thread=False)
+    motion.open(FMT)  # a motion source is opened with the format alone
+    speech = np.concatenate([np.zeros(RATE // 2, np.float32), _speech_16k()])
+    lead = int(motion.lead_s * RATE)
+    jaw = []
+    try:
+        for k in range((len(speech) - lead) // SPF):  # one slot a chunk, its audio ahead of it by the lead
+            heard_until = (k + 1) * SPF + lead
+            fresh = speech[max(0, heard_until - SPF):heard_until] if k else speech[:heard_until]
+            chunk = Chunk(index=k, slots=np.array([k]), audio=np.zeros(3 * SPF, np.float32), audio_start=3 * k * SPF,
+                          analysis=speech[k * SPF:(k + 1) * SPF], analysis_start=k * SPF, fresh=fresh,
+                          fresh_start=heard_until - len(fresh))
+            jaw.append(motion.motion(chunk)[0, Coeff.JAW_OPEN])
+            motion.motion(chunk)  # the same chunk twice: heard once
+    finally:
+        motion.close()
+    jaw = np.array(jaw)
+    assert motion.heard.total_written == (len(jaw) * SPF + lead)
+    assert jaw[:10].max() == 0.0 and jaw.max() > 0.2  # lips closed in the silence, open for the speech
 
 
 def test_latency_runs_from_the_arrival_of_the_shown_sample() -> None:
@@ -376,18 +446,18 @@ def _speech_16k() -> np.ndarray:
 def test_silent_normal_and_clipped_input_give_sane_mouths(gain: float, engine: AudioEngine) -> None:
     from studio.pipeline.motion import MicMotion
     from studio.pipeline.settings import Optimization
-    from studio.presenter.coeffs import Coeff
+    from studio.contracts.coeffs import Coeff
 
     src, cap = _mic()
     motion = MicMotion(engine=engine, motion_thread=False)
-    motion.open(FMT, src)
+    motion.open(FMT)
     audio = np.clip(_speech_16k() * gain, -1.0, 1.0)
     coeffs = []
     try:
         for i in range(0, audio.size, 160):  # 10 ms blocks, as the sound card delivers them
             cap.ring.write(audio[i:i + 160])
-            while _due(src):
-                chunk = src.next_chunk(_pace(1))
+            while _due(src, motion.lead_s):
+                chunk = src.next_chunk(_pace(1, lead_s=motion.lead_s))
                 chunk.optimizations = frozenset({Optimization.KV_CACHE})
                 coeffs.append(motion.motion(chunk))
         stats = motion.stats()
@@ -411,14 +481,15 @@ def test_neural_engine_waits_for_its_lead_and_falls_back_when_its_weights_are_mi
 
     src, cap = _mic()
     motion = MicMotion(engine=AudioEngine.NEURAL, motion_thread=True)
-    motion.open(FMT, src)
+    motion.open(FMT)
     try:
         assert motion.engine is AudioEngine.NEURAL and motion.note == ""
         assert motion.src._worker is not None  # the model runs on its own thread while the source runs
         lead = int(round(motion.src.min_lead_s * RATE))
-        assert src.lead == lead > int(0.04 * RATE)  # not the 40 ms default lead
+        assert motion.lead_s == motion.src.min_lead_s > 0.04  # not the 40 ms default lead
         cap.ring.write(np.zeros(RATE // 2, np.float32))
-        chunk = src.next_chunk(_pace(1))
+        chunk = src.next_chunk(_pace(1, lead_s=motion.lead_s))  # the core passes the motion source's look-ahead
+        assert src.lead == lead
         assert chunk.slots.tolist() == [(RATE // 2 - lead) * int(FPS) // RATE]
         chunk.optimizations = frozenset({Optimization.KV_CACHE})
         motion.motion(chunk)
@@ -433,10 +504,10 @@ def test_neural_engine_waits_for_its_lead_and_falls_back_when_its_weights_are_mi
     monkeypatch.setattr("studio.neural.mic.default_engine", no_weights)
     src2, _ = _mic()
     fallback = MicMotion(engine=AudioEngine.NEURAL, motion_thread=False)
-    fallback.open(FMT, src2)
+    fallback.open(FMT)
     assert fallback.engine is AudioEngine.POCKETSPHINX
     assert "weights not found" in fallback.note and "pocketsphinx" in fallback.note
-    assert src2.lead == int(0.04 * RATE)
+    assert fallback.lead_s == 0.04
 
 
 def test_baseline_chunks_do_not_restart_the_live_neural_model() -> None:
@@ -447,15 +518,15 @@ def test_baseline_chunks_do_not_restart_the_live_neural_model() -> None:
 
     src, cap = _mic()
     motion = MicMotion(engine=AudioEngine.NEURAL, motion_thread=False)
-    motion.open(FMT, src)
+    motion.open(FMT)
     normal = frozenset({Optimization.KV_CACHE, Optimization.SILENCE_SIEVE})
     sessions = set()
     try:
         audio = _speech_16k()
         for i in range(0, audio.size, 160):
             cap.ring.write(audio[i:i + 160])
-            while _due(src):
-                chunk = src.next_chunk(_pace(1))
+            while _due(src, motion.lead_s):
+                chunk = src.next_chunk(_pace(1, lead_s=motion.lead_s))
                 chunk.plain = chunk.index % 2 == 1  # every other chunk a baseline: generation flags off
                 chunk.optimizations = normal - {Optimization.SILENCE_SIEVE} if chunk.plain else normal
                 motion.motion(chunk)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from studio.presenter.coeffs import MOUTH_COEFFS, N_COEFFS, Coeff
+from studio.contracts.coeffs import MOUTH_COEFFS, N_COEFFS, Coeff
 from studio.speech.types import PhonemeTiming as P
 from studio.speech.visemes import (
     NEUTRAL_VISEME,

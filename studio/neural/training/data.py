@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.audio.features import HOP, N_MELS, SAMPLE_RATE_HZ, log_mel
-from studio.presenter.coeffs import MOUTH_COEFFS
+from studio.contracts.coeffs import MOUTH_COEFFS
 from studio.speech.types import PhonemeTiming
 from studio.speech.visemes import Viseme, mouth_track, viseme_for_phone
 from studio.neural.training.text import spoken_numbers  # noqa: F401 (the recipe's, kept importable here)

@@ -1,4 +1,5 @@
-"""CUDA graphs of fixed-batch tensor functions: the generators' (``studio.generators``) and the core's post stage."""
+"""CUDA graphs of fixed-batch tensor functions: the generators' (``studio.generators``); the core's post stage
+uses them too."""
 
 from __future__ import annotations
 
