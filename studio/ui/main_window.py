@@ -21,7 +21,7 @@ from studio.audio.capture import list_input_devices
 from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.paths import data_dir
 from studio.pipeline import commands as rt
-from studio.pipeline.studio import StudioSettings
+from studio.runtime import StudioSettings
 from studio.pipeline.rundown import load_user_rundown, save_rundown
 from studio.pipeline.telemetry import ClockSource, RuntimeState, StallMeter, TelemetrySnapshot
 from studio.ui import theme

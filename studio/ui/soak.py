@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from studio.pipeline import commands as cmd
     from studio.pipeline import heap
     from studio.pipeline.settings import CoreSettings
-    from studio.pipeline.studio import AudioOutputMode, StudioSettings
+    from studio.runtime import AudioOutputMode, StudioSettings
     from studio.ui.main_window import MainWindow
     from studio.ui.theme import apply_theme
 

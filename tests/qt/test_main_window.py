@@ -15,7 +15,7 @@ from PySide6.QtCore import QSettings, Qt
 
 from studio.pipeline.rundown import Segment
 from studio.pipeline.settings import CoreSettings
-from studio.pipeline.studio import StudioSettings
+from studio.runtime import StudioSettings
 from studio.pipeline.telemetry import ClockSource, RuntimeState
 from studio.ui.main_window import MainWindow
 from studio.ui.theme import apply_theme

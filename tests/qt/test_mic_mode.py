@@ -15,7 +15,7 @@ from scipy.io import wavfile
 
 from studio.pipeline.commands import PreviewMode
 from studio.pipeline.settings import CoreSettings
-from studio.pipeline.studio import AudioOutputMode, StudioSettings
+from studio.runtime import AudioOutputMode, StudioSettings
 from studio.pipeline.telemetry import RuntimeState
 from studio.presenter import landmarks as lm
 from studio.ui.main_window import MainWindow
@@ -109,7 +109,7 @@ def test_microphone_mode_follows_the_voice(qtbot, qapp, pulse_sink, play_into_si
         assert w.settings.value("audio/engine") == engine or w.engine_combo.currentData() == engine
         w.toggle_mode()  # the M shortcut's action
         qtbot.waitUntil(lambda: w.state == RuntimeState.MICROPHONE, timeout=30_000)
-        motion = w.runtime._motion  # the microphone mode's motion source in the core
+        motion = w.runtime.supervisor.motion  # the microphone mode's motion source in the core
         assert type(motion).__name__ == "MicMotion" and motion.engine.value == engine
         assert w.preview.mic_button.isChecked() and not w.preview.notice.isVisible()
         w.folder_edit.setText(str(tmp_path))
