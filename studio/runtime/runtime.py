@@ -59,7 +59,7 @@ class StudioRuntime:
         self.streams = LiveOutputsRoom(self.supervisor, self.outbox)
         self.microphone = MicrophoneRoom(self.supervisor, self.rundown, self.recording, self.outbox,
                                          on_mode_changed=lambda: self._update_state(self.clock_s()))
-        self._routes: dict[type, Callable] = {
+        self.routes: dict[type, Callable] = {  # command type -> the room that handles it
             cmd.Shutdown: self._on_shutdown,
             cmd.LoadAnchor: lambda c: self.anchors.load(c.path),
             cmd.GoLive: self._on_go_live,
@@ -198,7 +198,7 @@ class StudioRuntime:
 
     def _handle(self, c) -> None:
         log.debug("command %s", c)
-        route = self._routes.get(type(c))
+        route = self.routes.get(type(c))
         if route is None:
             raise TypeError(f"unknown command {c!r}")
         try:

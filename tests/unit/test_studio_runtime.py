@@ -313,3 +313,13 @@ def test_stop_cuts_the_segment_already_on_the_timeline() -> None:
         states = [e.state for e in r.of(cmd.StateChanged)]
     assert [e.rundown_row for e in r.of(cmd.SegmentStarted)] == [0]
     assert states[-1] is RuntimeState.IDLE
+
+
+def test_every_command_is_routed_to_a_room() -> None:
+    """The runtime's table names a handler for each command the window can send, and nothing else."""
+    import typing
+
+    runtime = StudioRuntime(_settings())
+    assert set(runtime.routes) == set(typing.get_args(cmd.Command))
+    with pytest.raises(TypeError, match="unknown command"):
+        runtime._handle(object())
