@@ -111,7 +111,7 @@ class MicrophoneRoom:
             self.outbox.emit(cmd.ModeChanged(mode, sup.mode, message))
             self.on_mode_changed()
 
-        self.recording.pause_for(switch)
+        self.recording.continue_across(switch)
 
     def _start_mic_mode(self) -> str:
         """Start the microphone mode; returns "" or, when it cannot run, why (the presenter keeps idling)."""

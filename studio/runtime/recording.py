@@ -97,7 +97,7 @@ class RecordingRoom:
             return
         self.outbox.emit(cmd.RecordingStopped(Path(path), duration_s, rec.repeated))
 
-    def pause_for(self, change) -> None:
+    def continue_across(self, change) -> None:
         """Run ``change()`` (a mode switch); a recording in progress stops before it and goes on in a new file in
         the same folder after it."""
         folder = self.folder if self.recorder is not None else None

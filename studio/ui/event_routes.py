@@ -7,7 +7,7 @@ raised: an older window must not fall over on a newer runtime.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
 from PySide6.QtCore import Qt, QTimer
 
@@ -16,9 +16,7 @@ from studio.pipeline.telemetry import ClockSource, RuntimeState
 from studio.ui import theme
 from studio.ui.side_panels import set_role
 
-if TYPE_CHECKING:
-    from studio.ui.main_window import MainWindow
-
+MainWindow = Any  # studio.ui.main_window.MainWindow, not imported: the window imports this table
 APP_TITLE = "NewsStudio"
 ON_AIR_STATES = (RuntimeState.LIVE, RuntimeState.PREPARING, RuntimeState.MICROPHONE)
 STATE_COLOURS = {RuntimeState.LIVE: theme.ON_AIR, RuntimeState.PREPARING: theme.WARN, RuntimeState.IDLE: theme.READY,
