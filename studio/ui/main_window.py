@@ -16,9 +16,9 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QTa
 
 from studio.paths import data_dir
 from studio.pipeline import commands as rt
-from studio.runtime import StudioSettings
 from studio.pipeline.rundown import load_user_rundown, save_rundown
 from studio.pipeline.telemetry import RuntimeState, StallMeter, TelemetrySnapshot
+from studio.runtime import StudioSettings
 from studio.ui.bridge import RuntimeBridge
 from studio.ui.charts import TelemetryCharts
 from studio.ui.event_routes import APP_TITLE, ON_AIR_STATES, ROUTES

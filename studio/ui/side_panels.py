@@ -115,7 +115,7 @@ class AnchorPanel(QWidget):
 
 
 class VoicePanel(QWidget):
-    """The default voice of new segments (kept for the next session); ``apply_button`` gives it to a selection."""
+    """The default voice of new segments (kept for the next start); ``apply_button`` gives it to a selection."""
 
     def __init__(self, settings: QSettings, send: Callable[[rt.Command], None]) -> None:
         super().__init__()

@@ -15,8 +15,8 @@ from PySide6.QtCore import QSettings, Qt
 
 from studio.pipeline.rundown import Segment
 from studio.pipeline.settings import CoreSettings
-from studio.runtime import StudioSettings
 from studio.pipeline.telemetry import ClockSource, RuntimeState
+from studio.runtime import StudioSettings
 from studio.ui.main_window import MainWindow
 from studio.ui.theme import apply_theme
 

@@ -15,9 +15,9 @@ from scipy.io import wavfile
 
 from studio.pipeline.commands import PreviewMode
 from studio.pipeline.settings import CoreSettings
-from studio.runtime import AudioOutputMode, StudioSettings
 from studio.pipeline.telemetry import RuntimeState
 from studio.presenter import landmarks as lm
+from studio.runtime import AudioOutputMode, StudioSettings
 from studio.ui.main_window import MainWindow
 from studio.ui.theme import apply_theme
 

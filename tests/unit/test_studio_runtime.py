@@ -16,8 +16,8 @@ import pytest
 from studio.pipeline import commands as cmd
 from studio.pipeline.clock import MonotonicClock, ProgramAudio
 from studio.pipeline.settings import CoreSettings, Optimization
-from studio.runtime import AudioOutputMode, StudioRuntime, StudioSettings, recover_recordings
 from studio.pipeline.telemetry import ClockSource, MedianWindow, OptimizationStatus, RuntimeState, StallMeter
+from studio.runtime import AudioOutputMode, StudioRuntime, StudioSettings, recover_recordings
 
 O = Optimization
 
