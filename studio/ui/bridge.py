@@ -12,7 +12,7 @@ import logging
 from PySide6.QtCore import QObject, QThread, Signal
 
 from studio.pipeline.commands import Command, Event, Shutdown
-from studio.pipeline.studio import StudioRuntime, StudioSettings
+from studio.runtime import StudioRuntime, StudioSettings
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
-"""The studio's main window: docks around the program preview, one timer that pulls frames, meters and telemetry,
-and the translation of runtime events into what the producer sees.
+"""The studio's main window: docks around the program preview, and one timer that pulls frames, meters and
+telemetry. What the runtime reports is answered through one table (``studio.ui.event_routes``); the small panels
+beside the preview live in ``studio.ui.side_panels``.
 """
 
 from __future__ import annotations
@@ -8,44 +9,37 @@ import logging
 import math
 from pathlib import Path
 
-import numpy as np
-from PySide6.QtCore import QObject, QSettings, QSize, QStandardPaths, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence, QPixmap
+from PySide6.QtCore import QObject, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (
-    QComboBox, QDockWidget, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMainWindow, QProgressBar, QPushButton,
-    QTabWidget, QVBoxLayout, QWidget,
-)
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
-from studio.audio.capture import list_input_devices
-from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.paths import data_dir
 from studio.pipeline import commands as rt
-from studio.pipeline.studio import StudioSettings
 from studio.pipeline.rundown import load_user_rundown, save_rundown
-from studio.pipeline.telemetry import ClockSource, RuntimeState, StallMeter, TelemetrySnapshot
-from studio.ui import theme
+from studio.pipeline.telemetry import RuntimeState, StallMeter, TelemetrySnapshot
+from studio.runtime import StudioSettings
 from studio.ui.bridge import RuntimeBridge
 from studio.ui.charts import TelemetryCharts
+from studio.ui.event_routes import APP_TITLE, ON_AIR_STATES, ROUTES
 from studio.ui.format_panel import FormatPanel, load_format
 from studio.ui.hud import HudStrip, install_hud
 from studio.ui.leaderboard_panel import LeaderboardPanel
 from studio.ui.compile_panel import CompilePanel
 from studio.ui.outputs_panel import OutputsPanel
-from studio.ui.preview import LevelMeter, PreviewPanel
+from studio.ui.preview import PreviewPanel
 from studio.ui.rundown_panel import RundownPanel, Teleprompter
+from studio.ui.side_panels import AnchorPanel, MicrophonePanel, RecordingPanel, VoicePanel, default_recording_folder
 
 log = logging.getLogger(__name__)
 
-TICK_MS = 16  # the one timer: frames, meters, telemetry (latest value pulled, no signal per buffer)
+TICK_MS = 16  # the one timer: frames, meters, telemetry (no signal per frame or audio buffer)
 TELEMETRY_EVERY_TICKS = 6  # ~100 ms
 CHARTS_EVERY_TICKS = 60  # ~1 s between the charts' data points
 CHART_DRAW_EVERY_TICKS = 8  # one plot redrawn every 8th tick: seven in 56 ticks, before the next point
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
-APP_TITLE = "NewsStudio"
 FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized
 LAYOUT_VERSION = 6  # bump when the default dock layout changes, so an old saved layout is not restored over it
-ON_AIR_STATES = (RuntimeState.LIVE, RuntimeState.PREPARING, RuntimeState.MICROPHONE)
 
 
 def _cuda_available() -> bool:
@@ -86,33 +80,6 @@ def studio_settings() -> QSettings:
     return QSettings(str(data_dir() / "studio.ini"), QSettings.IniFormat)
 
 
-def default_recording_folder() -> Path:
-    movies = QStandardPaths.writableLocation(QStandardPaths.MoviesLocation) or str(Path.home() / "Videos")
-    return Path(movies) / "NewsStudio"
-
-
-def _panel(*widgets: QWidget, margins: int = 10) -> QWidget:
-    w = QWidget()
-    lay = QVBoxLayout(w)
-    lay.setContentsMargins(margins, margins, margins, margins)
-    lay.setSpacing(8)
-    for x in widgets:
-        if isinstance(x, QHBoxLayout):
-            lay.addLayout(x)
-        else:
-            lay.addWidget(x)
-    lay.addStretch(1)
-    return w
-
-
-def _label(text: str = "", role: str | None = None, wrap: bool = True) -> QLabel:
-    lab = QLabel(text)
-    lab.setWordWrap(wrap)
-    if role:
-        lab.setProperty("role", role)
-    return lab
-
-
 class MainWindow(QMainWindow):
     """See the module docstring. ``runtime_settings`` lets tests pick a small frame size or no audio output."""
 
@@ -124,7 +91,7 @@ class MainWindow(QMainWindow):
         if runtime_settings is None:
             runtime_settings = default_studio_settings(self.settings, self.cuda)
         self.bridge = RuntimeBridge(runtime_settings, parent=self)
-        self.bridge.event.connect(self._on_event)
+        self.bridge.event.connect(self.on_event)
         self.runtime = self.bridge.runtime
         self.anchor_name = ""
         self.heap_settled = False
@@ -135,7 +102,7 @@ class MainWindow(QMainWindow):
         self.telemetry: TelemetrySnapshot | None = None
         self._last_frame_index = -1
         self._ticks = 0
-        self._want_thumbnail = False
+        self.want_thumbnail = False  # the next frame becomes the anchor's thumbnail
         self._closing = False
         self.stall = StallMeter(TICK_MS)
         self.live_stall_max_ms = 0.0  # longest GUI stall while on air
@@ -158,7 +125,7 @@ class MainWindow(QMainWindow):
         self._frame_wake = _FrameWake(self)
         self._frame_wake.ready.connect(self._show_latest_frame, Qt.QueuedConnection)
         self.runtime.set_frame_listener(self._frame_wake.ready.emit)
-        self._settle_heap(collect=True)  # modules and widgets built, nothing on air yet: the one full collection
+        self.settle_heap(collect=True)  # modules and widgets built, nothing on air yet: the one full collection
         self.bridge.start()
         self.timer.start(TICK_MS)
 
@@ -181,72 +148,16 @@ class MainWindow(QMainWindow):
         self.rundown.go_live_requested.connect(self._go_live)
         self.rundown.stop_requested.connect(lambda: self.bridge.send(rt.Stop()))
         self.teleprompter = Teleprompter()
-        # Anchor.
-        self.anchor_thumb = QLabel()
-        self.anchor_thumb.setFixedSize(QSize(88, 88))
-        self.anchor_thumb.setStyleSheet(f"background:#07090c; border:1px solid {theme.BORDER}; border-radius:4px;")
-        self.anchor_thumb.setAlignment(Qt.AlignCenter)
-        self.anchor_label = _label("Loading…", "title")
-        self.anchor_hint = _label("Drop a portrait anywhere on the window", "muted")
-        self.open_button = QPushButton("Open portrait…  (Ctrl+O)")
-        self.open_button.clicked.connect(self.open_anchor_dialog)
-        self.anchor_progress = QProgressBar()
-        self.anchor_progress.setRange(0, 100)
-        self.anchor_progress.setVisible(False)
-        self.anchor_status = _label("", "muted")
-        self.anchor_error = _label("", "error")
-        self.anchor_error.setVisible(False)
-        head = QHBoxLayout()
-        head.addWidget(self.anchor_thumb)
-        col = QVBoxLayout()
-        col.addWidget(self.anchor_label)
-        col.addWidget(self.anchor_hint)
-        col.addStretch(1)
-        head.addLayout(col, 1)
-        anchor_panel = _panel(head, self.open_button, self.anchor_progress, self.anchor_status, self.anchor_error)
-        # Voice.
-        self.voice_combo = QComboBox()
-        self.voice_combo.setToolTip("Installed text-to-speech voices")
-        self.voice_combo.currentTextChanged.connect(self._voice_changed)
-        self.apply_voice_button = QPushButton("Use for selected segments")
-        self.apply_voice_button.clicked.connect(
-            lambda: self.rundown.apply_voice_to_selected(self.voice_combo.currentText()))
-        self.voice_note = _label("Listing voices…", "muted")
-        voice_panel = _panel(self.voice_combo, self.apply_voice_button, self.voice_note)
-        # Microphone.
-        self.mic_combo = QComboBox()
-        self.mic_meter = LevelMeter()
-        self.mic_status = _label("", "muted")
-        self.engine_combo = QComboBox()
-        self.engine_combo.addItem("Mouth from: neural model (audio2motion)", AudioEngine.NEURAL.value)
-        self.engine_combo.addItem("Mouth from: phone recognizer (pocketsphinx)", AudioEngine.POCKETSPHINX.value)
-        self.engine_combo.setToolTip(
-            "What turns the voice at the microphone into mouth shapes. The default is the neural model: on human "
-            "speech it gets more visemes right and closes the lips on p/b/m more often than the phone recognizer "
-            "(resources/models/audio2motion/metrics.json). It needs about 0.1 s of audio after a frame, so it shows "
-            "the mouth later than the phone recognizer: choose that one where the last 0.1 s matters most.")
-        saved_engine = self.settings.value("audio/engine", DEFAULT_AUDIO_ENGINE.value)
-        idx = self.engine_combo.findData(saved_engine)
-        self.engine_combo.setCurrentIndex(idx if idx >= 0 else self.engine_combo.findData(DEFAULT_AUDIO_ENGINE.value))
-        self.engine_combo.currentIndexChanged.connect(self._engine_changed)
-        mic_panel = _panel(self.mic_combo, self.engine_combo, self.mic_meter, self.mic_status)
-        # Recording.
-        self.folder_edit = QLineEdit()
-        self.folder_edit.setPlaceholderText("Folder for recordings")
-        folder_button = QPushButton("Browse…")
-        folder_button.setToolTip("Choose the recording folder")
-        folder_button.clicked.connect(self._choose_folder)
-        folder_row = QHBoxLayout()
-        folder_row.addWidget(self.folder_edit, 1)
-        folder_row.addWidget(folder_button)
-        self.record_button = QPushButton("●  RECORD  (R)")
-        self.record_button.setProperty("role", "record")
-        self.record_button.setProperty("recording", False)
-        self.record_button.clicked.connect(self.toggle_recording)
-        self.record_time = _label("00:00:00", "clock")
-        self.record_status = _label("Records the program (picture and sound) to MP4.", "muted")
-        rec_panel = _panel(folder_row, self.record_button, self.record_time, self.record_status)
-
+        # Anchor, voice, microphone, recording.
+        self.anchor_panel = AnchorPanel()
+        self.anchor_panel.open_button.clicked.connect(self.open_anchor_dialog)
+        self.voice_panel = VoicePanel(self.settings, self.bridge.send)
+        self.voice_panel.apply_button.clicked.connect(
+            lambda: self.rundown.apply_voice_to_selected(self.voice_panel.combo.currentText()))
+        self.mic_panel = MicrophonePanel(self.settings, self.bridge.send)
+        self.record_panel = RecordingPanel(self.settings)
+        self.record_panel.record_button.clicked.connect(self.toggle_recording)
+        # The program: the preview over the HUD.
         self.hud_strip = HudStrip(self.runtime.bus)
         self.hud_strip.toggled.connect(self._toggle_optimization)
         program = QWidget()
@@ -278,10 +189,10 @@ class MainWindow(QMainWindow):
         self.tools_dock = self._dock("LIVE OUTPUTS · ENGINES", "tools", self.tools)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
         self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
-        self.anchor_dock = self._dock("ANCHOR", "anchor", anchor_panel)
-        self.voice_dock = self._dock("VOICE", "voice", voice_panel)
-        self.mic_dock = self._dock("MICROPHONE", "microphone", mic_panel)
-        self.record_dock = self._dock("RECORDING", "recording", rec_panel)
+        self.anchor_dock = self._dock("ANCHOR", "anchor", self.anchor_panel)
+        self.voice_dock = self._dock("VOICE", "voice", self.voice_panel)
+        self.mic_dock = self._dock("MICROPHONE", "microphone", self.mic_panel)
+        self.record_dock = self._dock("RECORDING", "recording", self.record_panel)
         self.setCentralWidget(None)
         self.addDockWidget(Qt.LeftDockWidgetArea, self.anchor_dock)
         self.splitDockWidget(self.anchor_dock, self.preview_dock, Qt.Horizontal)
@@ -368,8 +279,7 @@ class MainWindow(QMainWindow):
         if state is None or not self.restoreState(state, LAYOUT_VERSION):
             self._default_layout()
         folder = s.value("recording/folder", "") or str(default_recording_folder())
-        self.folder_edit.setText(str(folder))
-        self.folder_edit.setCursorPosition(0)  # show where the path starts, not its tail
+        self.record_panel.set_folder(str(folder))
         self.rundown.set_segments(load_user_rundown())
         self.rundown.changed.connect(self._save_rundown_soon)
         self._rundown_timer = QTimer(self, singleShot=True, interval=1500)
@@ -381,9 +291,9 @@ class MainWindow(QMainWindow):
         self.bridge.send(rt.LoadAnchor(anchor))
         if Path(str(folder)).is_dir():
             self.bridge.send(rt.RecoverRecordings(Path(str(folder))))
-        if self.engine_combo.currentData() != self.runtime.settings.audio_engine.value:
-            self._engine_changed()  # the producer's saved choice
-        self._fill_microphones()
+        if self.mic_panel.engine_combo.currentData() != self.runtime.settings.audio_engine.value:
+            self.mic_panel.engine_changed()  # the producer's saved choice
+        self.mic_panel.fill_devices()
 
     @staticmethod
     def _geometry_key() -> str:
@@ -391,35 +301,10 @@ class MainWindow(QMainWindow):
         window on a real screen."""
         return f"window/geometry-{QGuiApplication.platformName() or 'default'}"
 
-    def _fill_microphones(self) -> None:
-        devices = list_input_devices()
-        self.mic_combo.blockSignals(True)
-        self.mic_combo.clear()
-        if not devices:
-            self.mic_combo.addItem("No input device")
-            self.mic_combo.setEnabled(False)
-            self.mic_meter.enabled_input = False
-            self._set_role(self.mic_status, "notice")
-            self.mic_status.setText("No input device: connect a microphone or start a sound server.")
-            self.mic_combo.blockSignals(False)
-            return
-        self.mic_combo.addItem("Off", "")
-        for d in devices:
-            self.mic_combo.addItem(d.name, d.name)
-        saved = self.settings.value("audio/microphone", None)
-        idx = self.mic_combo.findData(saved) if saved is not None else -1
-        self.mic_combo.setCurrentIndex(idx if idx >= 0 else min(1, self.mic_combo.count() - 1))
-        self.mic_combo.blockSignals(False)
-        self.mic_combo.currentIndexChanged.connect(self._mic_changed)
-        self._mic_changed()
-
     # -- user actions ---------------------------------------------------------------------------------------------
 
     def load_anchor(self, path: Path | None) -> None:
-        self.anchor_error.setVisible(False)
-        self.anchor_progress.setValue(0)
-        self.anchor_progress.setVisible(True)
-        self.anchor_status.setText(f"Preparing {path.name if path else 'the default anchor'}…")
+        self.anchor_panel.loading(path.name if path else "the default anchor")
         self._requested_anchor = path
         self.bridge.send(rt.LoadAnchor(path))
 
@@ -468,39 +353,16 @@ class MainWindow(QMainWindow):
     def toggle_recording(self) -> None:
         if self.recording_path is not None:
             self.bridge.send(rt.StopRecording())
-            self.record_status.setText("Finishing the file…")
+            self.record_panel.status.setText("Finishing the file…")
             return
-        folder = Path(self.folder_edit.text().strip() or default_recording_folder()).expanduser()
+        folder = self.record_panel.folder()
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            self._show_record_error(f"Cannot create {folder}: {exc.strerror}. Choose another folder.")
+            self.record_panel.show_error(f"Cannot create {folder}: {exc.strerror}. Choose another folder.")
             return
         self.settings.setValue("recording/folder", str(folder))
         self.bridge.send(rt.StartRecording(folder))
-
-    def _choose_folder(self) -> None:
-        name = QFileDialog.getExistingDirectory(self, "Folder for recordings", self.folder_edit.text())
-        if name:
-            self.folder_edit.setText(name)
-            self.settings.setValue("recording/folder", name)
-
-    def _voice_changed(self, name: str) -> None:
-        if name:
-            self.bridge.send(rt.SetVoice(name))
-            self.settings.setValue("speech/voice", name)
-
-    def _engine_changed(self, *args) -> None:
-        value = self.engine_combo.currentData()
-        self.settings.setValue("audio/engine", value)
-        self.bridge.send(rt.SetAudioEngine(AudioEngine(value)))
-
-    def _mic_changed(self, *args) -> None:
-        name = self.mic_combo.currentData()
-        self.settings.setValue("audio/microphone", name)
-        self.bridge.send(rt.SetMicrophone(name))
-        self.mic_meter.enabled_input = bool(name)
-        self.mic_status.setText("Opening…" if name else "Microphone off.")
 
     def _save_rundown_soon(self) -> None:
         self._rundown_timer.start()
@@ -542,7 +404,7 @@ class MainWindow(QMainWindow):
             self.live_stall_max_ms = max(self.live_stall_max_ms, late)
         self._ticks += 1
         self._show_latest_frame()
-        self.mic_meter.set_level(self.runtime.input_level_dbfs())
+        self.mic_panel.meter.set_level(self.runtime.input_level_dbfs())
         if self._ticks % TELEMETRY_EVERY_TICKS == 0:
             self._refresh_telemetry()
             self.hud_strip.refresh()
@@ -562,9 +424,9 @@ class MainWindow(QMainWindow):
             self._last_frame_index = frame.index
             self.preview.view.set_frame(frame.image)
             self.runtime.note_displayed(frame)
-            if self._want_thumbnail:
-                self._want_thumbnail = False
-                self._set_thumbnail(frame.image)
+            if self.want_thumbnail:
+                self.want_thumbnail = False
+                self.anchor_panel.set_thumbnail(frame.image)
 
     def _refresh_telemetry(self) -> None:
         t = self.runtime.telemetry()
@@ -583,160 +445,24 @@ class MainWindow(QMainWindow):
                 "sound→pixel —" if math.isnan(t.latency_ms_median)
                 else f"sound→pixel {t.latency_ms_median:.0f} ms · p95 {t.latency_ms_p95:.0f} ms")
         if self.recording_path is not None:
-            secs = int(t.recording_s)
-            self.record_time.setText(f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}")
-        if math.isfinite(t.input_level_dbfs) and self.mic_combo.currentData():
-            level = t.input_level_dbfs
-            self.mic_status.setText("silence (below -60 dBFS)" if level < LevelMeter.FLOOR_DBFS else f"{level:.0f} dBFS")
-
-    def _set_thumbnail(self, image: np.ndarray) -> None:
-        h, w = image.shape[:2]
-        arr = np.ascontiguousarray(image)
-        qimg = QImage(arr.data, w, h, 3 * w, QImage.Format_RGB888).copy()
-        self.anchor_thumb.setPixmap(QPixmap.fromImage(qimg).scaled(86, 86, Qt.KeepAspectRatio,
-                                                                    Qt.SmoothTransformation))
+            self.record_panel.show_elapsed(t.recording_s)
+        self.mic_panel.show_level(t.input_level_dbfs)
 
     # -- runtime events -----------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _set_role(label: QLabel, role: str) -> None:
-        label.setProperty("role", role)
-        theme.repolish(label)
-
-    def _settle_heap(self, collect: bool = False) -> None:
+    def settle_heap(self, collect: bool = False) -> None:
         from studio.pipeline import heap
 
         frozen, ms = heap.settle(collect)
         log.info("garbage collector settled: %d objects frozen in %.0f ms", frozen, ms)
 
-    def _on_event(self, e: rt.Event) -> None:
-        if isinstance(e, rt.AnchorProgress):
-            self.anchor_progress.setVisible(True)
-            self.anchor_progress.setValue(int(round(e.fraction * 100)))
-            self.anchor_status.setText(e.message)
-        elif isinstance(e, rt.AnchorLoaded):
-            self.anchor_name = e.name
-            self.setWindowTitle(f"{APP_TITLE} — {e.name}")
-            self.anchor_label.setText(e.name)
-            self.anchor_progress.setVisible(False)
-            self.anchor_status.setText("On air" if self.state == RuntimeState.LIVE else "Ready")
-            self.anchor_error.setVisible(False)
-            self.settings.setValue("anchor/path", str(e.path) if e.path else "")
-            self._want_thumbnail = True
-            if not self.heap_settled:  # the presenter is up: what the engines loaded lives as long as the studio
-                self.heap_settled = True
-                QTimer.singleShot(2000, self, self._settle_heap)  # a freeze alone: it may be on air by then
-        elif isinstance(e, rt.AnchorFailed):
-            self.anchor_progress.setVisible(False)
-            kept = f" {e.kept_anchor} stays on air." if e.kept_anchor else ""
-            self.anchor_error.setText(f"{e.message}{kept}")
-            self.anchor_error.setVisible(True)
-            self.anchor_status.setText("")
-            self.statusBar().showMessage(f"Anchor not loaded: {e.message}", 10000)
-            if not self.anchor_name and e.path is not None:
-                self.bridge.send(rt.LoadAnchor(None))  # never leave the producer without a face
-        elif isinstance(e, rt.StateChanged):
-            self._on_state(e.state)
-        elif isinstance(e, rt.AudioOutputStatus):
-            self.audio_output_ok = e.clock_source == ClockSource.AUDIO_OUTPUT
-            if self.audio_output_ok:
-                self.status_audio.setText(f"audio: {e.message}")
-                self.preview.source_label.setText(f"Audio: {e.message} (audio clock)")
-            else:
-                self.status_audio.setText(f"<span style='color:{theme.WARN}'>No audio output</span>")
-                self.preview.source_label.setText(e.message)
-                self._set_role(self.preview.source_label, "notice")
-        elif isinstance(e, rt.VoicesListed):
-            names = [v.name for v in e.voices]
-            self.voice_combo.blockSignals(True)
-            self.voice_combo.clear()
-            self.voice_combo.addItems(names)
-            saved = self.settings.value("speech/voice", "piper:joe")
-            if saved in names:
-                self.voice_combo.setCurrentText(saved)
-            self.voice_combo.blockSignals(False)
-            self._voice_changed(self.voice_combo.currentText())
-            self.rundown.set_voices(names)
-            self.voice_note.setText(f"{len(names)} voices installed" if names else "No voices installed.")
-        elif isinstance(e, rt.MicrophoneStatus):
-            self._set_role(self.mic_status, "muted" if e.ok or e.message == "Microphone off." else "notice")
-            self.mic_status.setText(f"Listening: {e.device_name}" if e.ok else e.message)
-        elif isinstance(e, rt.ModeChanged):
-            if e.requested == self.mode:  # an answer to an older request is stale
-                self.mode_notice = e.message
-                self.preview.show_mode(self.mode.value, e.message)
-                if e.active == rt.PreviewMode.MICROPHONE:
-                    self.teleprompter.show_waiting("Microphone mode: the presenter follows the voice at the "
-                                                   "microphone. Press M for the script.")
-                elif self.state not in ON_AIR_STATES:
-                    self.teleprompter.show_waiting("Select segments and press Go live.")
-                if e.message:
-                    self.statusBar().showMessage(e.message, 10000)
-        elif isinstance(e, rt.SegmentStarted):
-            title = ""
-            item = self.rundown.list.item(e.rundown_row)
-            if item is not None:
-                title = item.data(Qt.UserRole).title
-            self.teleprompter.set_segment(title, e.text, e.words)
-            self.rundown.mark_on_air(e.rundown_row)
-        elif isinstance(e, rt.SegmentFailed):
-            self.statusBar().showMessage(f"Segment {e.rundown_row + 1} skipped: {e.message}", 10000)
-        elif isinstance(e, rt.RundownFinished):
-            self.rundown.set_live(False)
-            self.rundown.mark_on_air(-1)
-            self.teleprompter.show_waiting("Rundown finished. Select segments and press Go live.")
-        elif isinstance(e, rt.RecordingStarted):
-            self.recording_path = e.path
-            self.record_button.setText("■  STOP RECORDING  (R)")
-            self.record_button.setProperty("recording", True)
-            theme.repolish(self.record_button)
-            self._set_role(self.record_status, "muted")
-            self.record_status.setText(f"Recording to {e.path.name}")
-        elif isinstance(e, rt.RecordingStopped):
-            self._recording_ended()
-            self.last_recording = e.path
-            self.record_status.setText(f"Saved {e.path.name} ({e.duration_s:.1f} s)")
-        elif isinstance(e, rt.RecordingFailed):
-            self._recording_ended()
-            self._show_record_error(e.message)
-        elif isinstance(e, rt.RecordingsRecovered):
-            names = ", ".join(p.name for p in e.paths)
-            self.statusBar().showMessage(f"Recovered recordings cut short last time: {names}", 15000)
-        elif isinstance(e, rt.Notice):
-            self.statusBar().showMessage(e.message, 15000)
-        elif isinstance(e, rt.OutputsChanged):
-            self.outputs.set_outputs(e.urls, e.message)
-            if e.message:
-                self.statusBar().showMessage(e.message, 15000)
-        elif isinstance(e, rt.FormatChanged):
-            self.format_panel.result(e.settings, e.message)
-            if e.message:
-                self.statusBar().showMessage(e.message, 15000)
-        elif isinstance(e, rt.Error):
-            self.statusBar().showMessage(e.message, 15000)
-
-    def _on_state(self, state: RuntimeState) -> None:
-        self.state = state
-        colour = {RuntimeState.LIVE: theme.ON_AIR, RuntimeState.PREPARING: theme.WARN, RuntimeState.IDLE: theme.READY,
-                  RuntimeState.PAUSED: theme.WARN, RuntimeState.MICROPHONE: theme.ON_AIR}.get(state, theme.MUTED)
-        self.status_state.setText(f"<span style='color:{colour}'>●</span> {state.label}")
-        live = state in (RuntimeState.LIVE, RuntimeState.PREPARING)
-        self.rundown.set_live(live)
-        if state == RuntimeState.IDLE and self.teleprompter.current_word >= 0:
-            self.teleprompter.show_waiting("Select segments and press Go live.")
-        if state == RuntimeState.NO_ANCHOR:
-            self.preview.view.message = "No anchor: open a portrait (Ctrl+O) or drop one here."
-            self.preview.view.update()
-
-    def _recording_ended(self) -> None:
-        self.recording_path = None
-        self.record_button.setText("●  RECORD  (R)")
-        self.record_button.setProperty("recording", False)
-        theme.repolish(self.record_button)
-
-    def _show_record_error(self, message: str) -> None:
-        self._set_role(self.record_status, "error")
-        self.record_status.setText(message)
+    def on_event(self, e: rt.Event) -> None:
+        """Answer a runtime event through the table in ``studio.ui.event_routes``."""
+        route = ROUTES.get(type(e))
+        if route is None:
+            log.warning("no handler for the runtime event %s", type(e).__name__)
+            return
+        route(self, e)
 
     # -- closing --------------------------------------------------------------------------------------------------
 

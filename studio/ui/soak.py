@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from studio.pipeline import commands as cmd
     from studio.pipeline import heap
     from studio.pipeline.settings import CoreSettings
-    from studio.pipeline.studio import AudioOutputMode, StudioSettings
+    from studio.runtime import AudioOutputMode, StudioSettings
     from studio.ui.main_window import MainWindow
     from studio.ui.theme import apply_theme
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     small.mkdir()
     tmpfs = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={a.small_disk_mb}M", "tmpfs", str(small)],
                                                    capture_output=True).returncode == 0
-    w.folder_edit.setText(str(rec_dir))
+    w.record_panel.folder_edit.setText(str(rec_dir))
     w.toggle_recording()
     speech = _speech_wav(home)
     receiver = _Receiver(19777)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if "disk" in done and "disk_back" not in done and any("RecordingFailed" in e[1] for e in events):
             done.add("disk_back")  # as the producer would: the recording goes on in a folder with room
             pump(1)
-            w.folder_edit.setText(str(rec_dir))
+            w.record_panel.folder_edit.setText(str(rec_dir))
             if w.recording_path is None:
                 w.toggle_recording()
             events.append((el, "recording moved back to a folder with room"))
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             elif name == "disk" and tmpfs:
                 w.toggle_recording()
                 pump(2)
-                w.folder_edit.setText(str(small))
+                w.record_panel.folder_edit.setText(str(small))
                 w.toggle_recording()
             elif name == "pulse":
                 threading.Thread(target=_bounce_pulse, args=(sink, 6.0), daemon=True).start()

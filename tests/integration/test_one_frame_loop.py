@@ -98,7 +98,7 @@ def _assert_through_core(calls: list[Call]) -> None:
 def test_the_studio_runtime_makes_its_frames_in_the_core(watch: Watch) -> None:
     from studio.pipeline import commands as cmd
     from studio.pipeline.settings import CoreSettings
-    from studio.pipeline.studio import AudioOutputMode, StudioRuntime, StudioSettings
+    from studio.runtime import AudioOutputMode, StudioRuntime, StudioSettings
 
     watch.driver = "studio"
     settings = StudioSettings(core=CoreSettings(size_px=64, fps=25.0, chunk_frames=4, batch_frames=4, engine=ENGINE,

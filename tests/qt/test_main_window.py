@@ -15,8 +15,8 @@ from PySide6.QtCore import QSettings, Qt
 
 from studio.pipeline.rundown import Segment
 from studio.pipeline.settings import CoreSettings
-from studio.pipeline.studio import StudioSettings
 from studio.pipeline.telemetry import ClockSource, RuntimeState
+from studio.runtime import StudioSettings
 from studio.ui.main_window import MainWindow
 from studio.ui.theme import apply_theme
 
@@ -74,7 +74,7 @@ def test_window_shows_the_anchor(qtbot, window: MainWindow) -> None:
 def test_go_live_record_3_s_and_stop(qtbot, window: MainWindow, tmp_path: Path) -> None:
     _wait_for_anchor(qtbot, window)
     window.rundown.set_segments(SEGMENTS)
-    window.folder_edit.setText(str(tmp_path))
+    window.record_panel.folder_edit.setText(str(tmp_path))
     window.rundown.list.setCurrentRow(0)
     window.rundown.toggle_live()
     qtbot.waitUntil(lambda: window.state == RuntimeState.LIVE, timeout=30_000)
@@ -111,8 +111,8 @@ def test_bad_anchor_keeps_the_previous_one(qtbot, window: MainWindow, tmp_path: 
     bad = tmp_path / "not-a-photo.png"
     bad.write_text("this is not an image")
     window.load_anchor(bad)
-    qtbot.waitUntil(lambda: window.anchor_error.isVisible(), timeout=30_000)
-    assert "not-a-photo.png" in window.anchor_error.text() and name in window.anchor_error.text()
+    qtbot.waitUntil(lambda: window.anchor_panel.error.isVisible(), timeout=30_000)
+    assert "not-a-photo.png" in window.anchor_panel.error.text() and name in window.anchor_panel.error.text()
     assert window.anchor_name == name and window.windowTitle().endswith(name)
     before = _frame_index(window)
     qtbot.waitUntil(lambda: _frame_index(window) > before + 3, timeout=20_000)  # the old anchor keeps going

@@ -15,9 +15,9 @@ from scipy.io import wavfile
 
 from studio.pipeline.commands import PreviewMode
 from studio.pipeline.settings import CoreSettings
-from studio.pipeline.studio import AudioOutputMode, StudioSettings
 from studio.pipeline.telemetry import RuntimeState
 from studio.presenter import landmarks as lm
+from studio.runtime import AudioOutputMode, StudioSettings
 from studio.ui.main_window import MainWindow
 from studio.ui.theme import apply_theme
 
@@ -104,15 +104,15 @@ def test_microphone_mode_follows_the_voice(qtbot, qapp, pulse_sink, play_into_si
     log = _FrameLog(w)
     try:
         qtbot.waitUntil(lambda: w.anchor_name != "" and w.runtime.latest_frame() is not None, timeout=90_000)
-        assert w.mic_combo.isEnabled()  # the sink's monitor is an input device
-        w.engine_combo.setCurrentIndex(w.engine_combo.findData(engine))  # the producer's choice in the panel
-        assert w.settings.value("audio/engine") == engine or w.engine_combo.currentData() == engine
+        assert w.mic_panel.mic_combo.isEnabled()  # the sink's monitor is an input device
+        w.mic_panel.engine_combo.setCurrentIndex(w.mic_panel.engine_combo.findData(engine))  # the producer's choice in the panel
+        assert w.settings.value("audio/engine") == engine or w.mic_panel.engine_combo.currentData() == engine
         w.toggle_mode()  # the M shortcut's action
         qtbot.waitUntil(lambda: w.state == RuntimeState.MICROPHONE, timeout=30_000)
-        motion = w.runtime._motion  # the microphone mode's motion source in the core
+        motion = w.runtime.supervisor.motion  # the microphone mode's motion source in the core
         assert type(motion).__name__ == "MicMotion" and motion.engine.value == engine
         assert w.preview.mic_button.isChecked() and not w.preview.notice.isVisible()
-        w.folder_edit.setText(str(tmp_path))
+        w.record_panel.folder_edit.setText(str(tmp_path))
         w.toggle_recording()
         qtbot.waitUntil(lambda: w.recording_path is not None, timeout=10_000)
 

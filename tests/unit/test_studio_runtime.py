@@ -16,8 +16,8 @@ import pytest
 from studio.pipeline import commands as cmd
 from studio.pipeline.clock import MonotonicClock, ProgramAudio
 from studio.pipeline.settings import CoreSettings, Optimization
-from studio.pipeline.studio import AudioOutputMode, StudioRuntime, StudioSettings, recover_recordings
 from studio.pipeline.telemetry import ClockSource, MedianWindow, OptimizationStatus, RuntimeState, StallMeter
+from studio.runtime import AudioOutputMode, StudioRuntime, StudioSettings, recover_recordings
 
 O = Optimization
 
@@ -282,14 +282,14 @@ def test_a_lost_microphone_is_announced_and_so_is_its_return() -> None:
     events: list = []
     rt_ = StudioRuntime(_settings(), on_event=events.append)
     mic = SimpleNamespace(status=CaptureStatus.RUNNING, device=SimpleNamespace(name="pulse"), last_error="")
-    rt_._mic = mic
-    rt_._poll_mic()
+    rt_.microphone.mic = mic
+    rt_.microphone.poll()
     assert not [e for e in events if isinstance(e, cmd.MicrophoneStatus)]  # nothing changed, nothing said
     mic.status, mic.last_error = CaptureStatus.DEVICE_LOST, "Microphone 'pulse' stopped delivering audio; retrying."
-    rt_._poll_mic()
-    rt_._poll_mic()
+    rt_.microphone.poll()
+    rt_.microphone.poll()
     mic.status, mic.last_error = CaptureStatus.RUNNING, ""
-    rt_._poll_mic()
+    rt_.microphone.poll()
     said = [e for e in events if isinstance(e, cmd.MicrophoneStatus)]
     assert [(e.ok, e.message) for e in said] == [
         (False, "Microphone 'pulse' stopped delivering audio; retrying."), (True, "listening again")]
@@ -305,11 +305,21 @@ def test_stop_cuts_the_segment_already_on_the_timeline() -> None:
         r.runtime.submit(cmd.LoadAnchor(None))
         r.wait(lambda: r.of(cmd.AnchorLoaded), 180)
         r.runtime.submit(cmd.GoLive(segments=(Segment("one", long), Segment("two", "Good night."))))
-        r.wait(lambda: len(r.runtime._items) == 2 and r.of(cmd.SegmentStarted), 120)
-        second_s = r.runtime._items[1].start_slot / 25.0
+        r.wait(lambda: len(r.runtime.rundown.items) == 2 and r.of(cmd.SegmentStarted), 120)
+        second_s = r.runtime.rundown.items[1].start_slot / 25.0
         assert r.runtime.clock_s() < second_s  # stopped while the first plays
         r.runtime.submit(cmd.Stop())
         r.wait(lambda: r.runtime.clock_s() > second_s + 1.0, 60)
         states = [e.state for e in r.of(cmd.StateChanged)]
     assert [e.rundown_row for e in r.of(cmd.SegmentStarted)] == [0]
     assert states[-1] is RuntimeState.IDLE
+
+
+def test_every_command_is_routed_to_a_room() -> None:
+    """The runtime's table names a handler for each command the window can send, and nothing else."""
+    import typing
+
+    runtime = StudioRuntime(_settings())
+    assert set(runtime.routes) == set(typing.get_args(cmd.Command))
+    with pytest.raises(TypeError, match="unknown command"):
+        runtime._handle(object())

@@ -1,0 +1,335 @@
+"""The core's supervisor: starts, stops and restarts the one core (``studio.pipeline.core``) on its own thread.
+
+It owns what the core runs on: the anchor, the source and motion of the mode on air (the rundown's program on the
+program clock, or the microphone), the preview and the outputs other rooms attach (the recorder, streams). A new
+anchor, engine or picture format, a mode switch and the async flag restart the core on the same source and outputs;
+the other optimization flags change live. A core that fails is reported and restarted after a back-off. It also
+hands freed heap memory back to the system and assembles the telemetry snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from studio.audio.settings import AudioEngine
+from studio.errors import StudioError
+from studio.pipeline import commands as cmd
+from studio.pipeline.commands import PreviewMode
+from studio.pipeline.settings import CoreSettings, Optimization
+from studio.pipeline.telemetry import ClockSource, RuntimeState, TelemetryBus, TelemetrySnapshot
+from studio.runtime.clock import ProgramClock
+from studio.runtime.events import Outbox
+from studio.runtime.settings import StudioSettings
+
+log = logging.getLogger(__name__)
+
+RESTART_ON_CHANGE = frozenset({Optimization.ASYNC_PIPELINE, Optimization.CUDA_GRAPHS})  # flags a core is built with
+
+
+class CoreSupervisor:
+    """See the module docstring. ``open()`` before use, ``close()`` at the end; only the control loop calls it."""
+
+    def __init__(self, settings: StudioSettings, outbox: Outbox, bus: TelemetryBus) -> None:
+        self.settings = settings
+        self.core_settings: CoreSettings = settings.core
+        self.outbox = outbox
+        self.bus = bus
+        self.anchor = None
+        self.mode = PreviewMode.SCRIPT
+        self.audio_engine: AudioEngine = settings.audio_engine
+        self.motion = None
+        self.program_source = None  # the script mode's source, kept across mode switches
+        self.mic_source = None
+        self.clock: ProgramClock | None = None
+        self.preview = None
+        self.frame_listener = None  # the UI's wake-up when a new frame is the latest
+        self.shutting_down = False
+        self.core = None
+        self._attached: list = []  # outputs besides the preview, attached by other rooms
+        self._thread: threading.Thread | None = None
+        self._stop: threading.Event | None = None
+        self._error: BaseException | None = None
+        self._restart_at = 0.0
+        self._trim_at = time.monotonic() + settings.trim_memory_every_s
+
+    def open(self) -> None:
+        from studio.pipeline.outputs import PreviewOutput
+        from studio.pipeline.sources import ProgramSource
+
+        s = self.settings
+        self.program_source = ProgramSource(clock=None, endless=True, gap_ms=s.segment_gap_ms,
+                                            lead_ms=s.speech_lead_ms)
+        self.clock = ProgramClock(self.program_source.program, s)
+        self.program_source.clock = self.clock
+        self.program_source.live = True
+        self.outbox.emit(cmd.AudioOutputStatus(self.clock.source, self.clock.message))
+        self.preview = PreviewOutput(clock=self.clock)
+        self.preview.on_present = self.frame_listener
+
+    def close(self) -> None:
+        self.stop_core()
+        if self.preview is not None:
+            self.preview.close()
+        if self.clock is not None:
+            self.clock.close()
+
+    def clock_s(self) -> float:
+        return self.clock.now_s() if self.clock is not None else 0.0
+
+    # -- the core's life ----------------------------------------------------------------------------------------------
+
+    def start_core(self) -> None:
+        """(Re)start the core on the current source, motion, anchor, settings and outputs."""
+        from studio.pipeline.factory import make_core, usable_here
+        from studio.pipeline.motion import ProgramMotion
+        from studio.pipeline.post import CanvasStyle
+
+        if self.anchor is None:
+            return
+        self.stop_core()
+        s = self.core_settings = replace(self.core_settings, optimizations=usable_here(
+            self.core_settings.optimizations, self.core_settings.engine, self.core_settings.device))
+        if self.mode is PreviewMode.MICROPHONE:
+            source, motion = self.mic_source, self.motion
+            self.preview.set_clock(None)
+        else:
+            if not isinstance(self.motion, ProgramMotion):
+                self.motion = ProgramMotion(audio_engine=self.audio_engine, seed=s.seed)
+            source, motion = self.program_source, self.motion
+            self.preview.set_clock(self.clock)
+        style = CanvasStyle(background_image=self.settings.canvas_background) \
+            if self.settings.canvas_background else None
+        core = make_core(source, motion, s, self.anchor, [self.preview, *self._attached], bus=self.bus,
+                         canvas_style=style)
+        core.warm()
+        for note in core.pool.engine_notes:  # which compiled engine runs, or why eager
+            self.outbox.emit(cmd.Notice(note))
+        stop = threading.Event()
+
+        def work() -> None:
+            try:
+                core.run(stop)
+            except BaseException as exc:  # reported by the control loop, which restarts the core
+                log.exception("the core failed")
+                self._error = exc
+
+        self.core, self._stop, self._error = core, stop, None
+        self._thread = threading.Thread(target=work, name="core", daemon=True)
+        self._thread.start()
+
+    def stop_core(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            log.error("the core did not stop within 30 s")
+        core = self.core
+        self._thread = None
+        if core is not None:
+            core.pool.close()
+        self._trim_at = min(self._trim_at, time.monotonic() + 2.0)
+
+    def poll(self) -> list:
+        """Restart a failed core when its back-off is over; returns the outputs a core that ended had taken out of
+        the program, as (output, why)."""
+        t = self._thread
+        if t is None or t.is_alive():
+            if self._restart_at and time.monotonic() >= self._restart_at:
+                self._restart_at = 0.0
+                self.start_core()
+            return []
+        err, self._error = self._error, None  # its traceback holds the failed core's frames
+        core, failed = self.core, []
+        self._thread = None
+        if core is not None:
+            failed = list(core.failed_outputs)
+            core.pool.close()  # the failed core's engines go now, not with the next start
+            self.core = None
+        if err is None or self.shutting_down:
+            return failed
+        backoff_s = self.settings.restart_backoff_s
+        self.outbox.fail(f"The presenter pipeline failed ({type(err).__name__}: {err}); it restarts in "
+                         f"{backoff_s:g} s. Recordings are kept.")
+        self._restart_at = time.monotonic() + backoff_s
+        return failed
+
+    def failure_of(self, out) -> str | None:
+        """Why the running core took ``out`` out of the program, or None while it is in."""
+        core = self.core
+        return next((w for o, w in list(core.failed_outputs) if o is out), None) if core is not None else None
+
+    def trim_heap(self) -> None:
+        """Hand freed memory back every ``trim_memory_every_s``, and soon after a core stopped (its engines' buffers
+        are free then): over a day on air the resident size then follows what is in use."""
+        from studio.pipeline import heap
+
+        every = self.settings.trim_memory_every_s
+        now = time.monotonic()
+        if every <= 0 or now < self._trim_at:
+            return
+        self._trim_at = now + every
+        ms = heap.trim()
+        if math.isfinite(ms):
+            log.debug("heap trimmed in %.1f ms", ms)
+
+    # -- outputs other rooms put on air -------------------------------------------------------------------------------
+
+    def attach(self, out) -> None:
+        """Put ``out`` on air now (opened at once) and in every core started later; StudioError when it cannot
+        open."""
+        if self.core is not None:
+            self.core.add_output(out)
+            out._opened = True  # type: ignore[attr-defined]
+        self._attached.append(out)
+
+    def detach(self, out):
+        """Take ``out`` off air and close it; returns what its ``close()`` returns (a recording's path)."""
+        if out in self._attached:
+            self._attached.remove(out)
+        if self.core is not None:
+            return self.core.remove_output(out)
+        return out.close()
+
+    def forget(self, out) -> None:
+        """Drop ``out`` (already taken out of the program by a failing core) without closing it."""
+        if out in self._attached:
+            self._attached.remove(out)
+
+    # -- what drives the presenter ------------------------------------------------------------------------------------
+
+    def set_anchor(self, anchor) -> None:
+        self.anchor = anchor
+        self.start_core()
+
+    def drive_by_microphone(self, mic) -> str:
+        """The microphone drives the presenter; returns the motion's note (which engine), or raises StudioError
+        with the script mode back on air."""
+        from studio.pipeline.motion import MicMotion
+        from studio.pipeline.sources import MicSource
+
+        self.mic_source = MicSource(mic)
+        self.motion = MicMotion(engine=self.audio_engine)
+        self.mode = PreviewMode.MICROPHONE
+        self.preview.clear()
+        try:
+            self.start_core()
+        except StudioError:
+            self.mode = PreviewMode.SCRIPT
+            self.start_core()
+            raise
+        return self.motion.note
+
+    def drive_by_script(self) -> None:
+        if self.mode is PreviewMode.MICROPHONE:
+            self.stop_core()
+            if self.motion is not None:
+                self.motion.close()
+            self.motion = None
+            self.mic_source = None
+            self.preview.clear()
+        self.mode = PreviewMode.SCRIPT
+        self.start_core()
+
+    def set_audio_engine(self, engine: AudioEngine) -> None:
+        from studio.pipeline.motion import ProgramMotion
+
+        self.audio_engine = engine
+        if isinstance(self.motion, ProgramMotion):
+            self.motion.audio_engine = engine
+
+    # -- the core's settings ------------------------------------------------------------------------------------------
+
+    def set_optimizations(self, opts: frozenset) -> None:
+        from studio.pipeline.factory import usable_here
+
+        s = self.core_settings
+        opts = usable_here(opts, s.engine, s.device)
+        restart = RESTART_ON_CHANGE & (opts ^ s.optimizations)
+        self.core_settings = replace(s, optimizations=opts)
+        if self.core is not None and not restart:
+            self.core.set_optimizations(opts)
+            self.core.s = replace(self.core.s, optimizations=opts)
+        elif self.core is not None:
+            self.start_core()
+
+    def set_format(self, settings: CoreSettings, background: Path | None, busy: bool) -> None:
+        """A new picture format, engine or device: refused while ``busy`` (on air or recording), and refused when
+        this machine, measured now at that format, cannot keep up with its frame rate."""
+        from studio.pipeline.factory import measure_format
+
+        if busy:
+            self._format_changed("Stop the rundown and the recording first: the picture format changes between "
+                                 "shows.")
+            return
+        settings = replace(settings, optimizations=self.core_settings.optimizations,
+                           measure_baseline=self.core_settings.measure_baseline)
+        if self.anchor is not None:
+            self.stop_core()  # measure on a quiet machine: the idle presenter would take half of it
+            try:
+                ms = measure_format(settings, self.anchor)
+            except StudioError as exc:
+                self.start_core()
+                self._format_changed(f"Not applied: {exc}")
+                return
+            budget_ms = 0.9 * 1000.0 / settings.fps
+            if ms > budget_ms:
+                self.start_core()
+                w, h = settings.output_size
+                self._format_changed(
+                    f"Not applied: at {w} x {h} this machine measured {ms:.0f} ms per frame just now; "
+                    f"{settings.fps:g} fps needs under {budget_ms:.0f} ms. Choose a smaller picture, a lower "
+                    "frame rate or sparser keyframes.")
+                return
+        self.core_settings = settings
+        self.settings = replace(self.settings, canvas_background=background)
+        self.preview.clear()
+        if self.anchor is not None:
+            self.start_core()
+        self._format_changed("")
+
+    def _format_changed(self, message: str) -> None:
+        self.outbox.emit(cmd.FormatChanged(self.core_settings, message))
+
+    # -- telemetry ----------------------------------------------------------------------------------------------------
+
+    def telemetry(self, state: RuntimeState, anchor_name: str, word: tuple[int, int], recorder,
+                  input_level_dbfs: float) -> TelemetrySnapshot:
+        """One snapshot; ``word`` is the (rundown row, word) being spoken, ``recorder`` the recording or None."""
+        core, prev, rec, s = self.core, self.preview, recorder, self.core_settings
+        mic = self.mode is PreviewMode.MICROPHONE
+        av, n_av = prev.av_offset_ms() if prev is not None else (math.nan, 0)
+        lat = prev.latency_ms() if prev is not None else (math.nan, math.nan)
+        sample = self.bus.latest("core")
+        render_ms = math.nan
+        if sample is not None and "generate" in sample.stages:
+            gen, post = sample.stages["generate"], sample.stages.get("post")
+            render_ms = (gen.median_ms + (post.median_ms if post else 0.0)) / max(1, s.chunk_frames)
+        src = self.mic_source if mic else self.program_source
+        clock_s = src.next_k / s.fps if mic and src is not None else self.clock_s()
+        return TelemetrySnapshot(
+            taken_s=time.monotonic(), state=state, device=self.device_label(), anchor_name=anchor_name,
+            clock_source=self.clock.source if self.clock else ClockSource.MONOTONIC,
+            audio_output=self.clock.message if self.clock else "", clock_s=clock_s, fps_target=s.fps,
+            fps_shown=prev.shown.rate() if prev is not None else 0.0,
+            frames_produced=core.produced if core is not None else 0,
+            frames_dropped=(core.dropped if core is not None else 0) + (prev.superseded if prev else 0),
+            frames_late=prev.late if prev is not None else 0, render_ms_per_frame=render_ms,
+            av_offset_ms=av, av_offset_samples=n_av, segment_index=word[0], word_index=word[1],
+            recording_path=str(rec.path) if rec is not None else "",
+            recording_s=rec.duration_s if rec is not None else 0.0, input_level_dbfs=input_level_dbfs,
+            last_error=self.outbox.last_error, mode=self.mode.value, latency_ms_median=lat[0],
+            latency_ms_p95=lat[1])
+
+    def device_label(self) -> str:
+        d = self.core_settings.device
+        if d.startswith("cuda"):
+            import torch
+
+            return torch.cuda.get_device_name(torch.device(d))
+        return "CPU"
