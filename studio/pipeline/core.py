@@ -131,7 +131,7 @@ class GeneratorPool:
             cuda = self.s.device.startswith("cuda")
             field_divisor = self.s.field_divisor if pyramidal else 4
             skey = (self.engine, key, size, precision, batch, self.s.device, self.s.seed, str(self.weights_dir),
-                    field_divisor, self.s.max_interp_error_px_at_512)
+                    field_divisor, self.s.max_interp_error_px_at_512, self.s.layout)
             entry = self._shared.get(skey) if self._shared is not None else None
             if entry is None:
                 entry = self._open(size, precision, batch, field_divisor, graphs and cuda, graphs and not cuda)
@@ -161,6 +161,8 @@ class GeneratorPool:
                                 max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
         else:
             gen = self._factory()
+        if self.s.layout is Layout.CANVAS and hasattr(gen, "emit_matte"):
+            gen.emit_matte = True  # the canvas sets the presenter over its set by the warped matte
         gen.open(self.anchor, GeneratorSettings(
             device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
             weights_dir=self.weights_dir, cuda_graphs=cuda_graphs, seed=self.s.seed))
@@ -355,7 +357,8 @@ class Core:
                 self._open_canvas().select("")
             want_yuv = O.GPU_ENCODE in opts and any(o.wants_yuv for o in self.outputs())
             with torch.inference_mode():
-                self._post_graph(torch.zeros((1, 3, p, p), device=self.device), want_yuv)
+                ch = getattr(self.pool.get(O.PYRAMIDAL in opts, True), "out_channels", 3)
+                self._post_graph(torch.zeros((1, ch, p, p), device=self.device), want_yuv)
                 # SPAN's and RIFE's graphs, each batch size, for the sizes each form generates at
                 flow = O.FRAME_INTERPOLATION in opts and self.pool.info.interpolation is InterpolationKind.FLOW
                 for px in sorted({self.pool.size_for(pyramidal) for pyramidal, _ in forms}):
@@ -532,7 +535,7 @@ class Core:
         if frames.shape[-1] != p:
             frames = self._upscaler(p).process(frames, chunk)
         if self.fmt.layout is Layout.CANVAS:
-            self._open_canvas().select(chunk.on_air.title)
+            self._open_canvas().select(chunk.on_air.title, chunk.on_air.row, chunk.slots)
         outputs = self.outputs()
         need_rgb = any(o.needs_rgb for o in outputs) or not outputs
         need_yuv = any(o.wants_yuv for o in outputs)
@@ -594,7 +597,9 @@ class Core:
         if self._canvas is None:
             from studio.pipeline.post import Canvas
 
-            self._canvas = Canvas(self._canvas_style)
+            gen = self.pool.get(O.PYRAMIDAL in self.optimizations, O.CUDA_GRAPHS in self.optimizations)
+            framed = getattr(gen, "out_channels", 3) != 4 or not getattr(self._canvas_style, "use_matte", True)
+            self._canvas = Canvas(self._canvas_style, framed=framed)
             self._canvas.open(self.fmt, str(self.device))
         return self._canvas
 
