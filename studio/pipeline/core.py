@@ -103,6 +103,7 @@ class GeneratorPool:
         probe = self._factory()  # its class facts only: opening a form builds the model
         self.info = probe.info
         self._pastes_face = bool(getattr(probe, "pastes_face", False))
+        self.matte = True  # on a canvas: frames carry the warped matte where the engine can (False: framed photo)
 
     def size_for(self, pyramidal: bool) -> int:
         """The size a generator form renders at."""
@@ -131,7 +132,7 @@ class GeneratorPool:
             cuda = self.s.device.startswith("cuda")
             field_divisor = self.s.field_divisor if pyramidal else 4
             skey = (self.engine, key, size, precision, batch, self.s.device, self.s.seed, str(self.weights_dir),
-                    field_divisor, self.s.max_interp_error_px_at_512, self.s.layout)
+                    field_divisor, self.s.max_interp_error_px_at_512, self.s.layout, self.matte)
             entry = self._shared.get(skey) if self._shared is not None else None
             if entry is None:
                 entry = self._open(size, precision, batch, field_divisor, graphs and cuda, graphs and not cuda)
@@ -161,7 +162,7 @@ class GeneratorPool:
                                 max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
         else:
             gen = self._factory()
-        if self.s.layout is Layout.CANVAS and hasattr(gen, "emit_matte"):
+        if self.s.layout is Layout.CANVAS and self.matte and hasattr(gen, "emit_matte"):
             gen.emit_matte = True  # the canvas sets the presenter over its set by the warped matte
         gen.open(self.anchor, GeneratorSettings(
             device=self.s.device, size_px=size, precision=precision, batch_frames=batch,

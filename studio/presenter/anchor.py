@@ -19,12 +19,12 @@ import numpy as np
 from studio.errors import AnchorError
 from studio.paths import cache_dir
 from studio.presenter import landmarks as lm
-from studio.presenter.matte import Matte, build_matte
+from studio.presenter.matte import MATTE_VERSION, Matte, build_matte
 from studio.presenter.portrait import read_portrait, rgb8
 
 log = logging.getLogger(__name__)
 
-ANCHOR_FORMAT_VERSION = 8
+ANCHOR_FORMAT_VERSION = 7
 DEFAULT_ANCHOR_NAME = "Astronaut (default)"
 MIN_FACE_PX = 64  # cheek to cheek in the photo: smaller faces, upscaled to the anchor's size, look soft
 
@@ -117,7 +117,7 @@ def load_image(path: Path | str) -> np.ndarray:
 
 def _content_key(image: np.ndarray, settings: AnchorSettings) -> str:
     h = hashlib.sha256()
-    h.update(f"v{ANCHOR_FORMAT_VERSION}|{image.shape}|".encode())
+    h.update(f"v{ANCHOR_FORMAT_VERSION}|m{MATTE_VERSION}|{image.shape}|".encode())
     h.update(repr(sorted(asdict(settings).items())).encode())
     h.update(np.ascontiguousarray(image).tobytes())
     return h.hexdigest()[:24]
