@@ -84,6 +84,7 @@ class ProgramCompositor:
         self._front_pre = None
         self._front_key = None
         self.cur_fade = torch.ones(64, device=self.device)
+        self._cursor = torch.zeros((), dtype=torch.long, device=self.device)
         self.last_out = torch.zeros((h, w, 3), dtype=torch.uint8, device=self.device)
         self._fading = self._fade_now = self._ticker_on = False
         self._row = None
@@ -181,6 +182,7 @@ class ProgramCompositor:
         self._fade_now = bool((w < 1).any())
         self._fading = self._fade_now
         self.cur_fade[:n].copy_(torch.from_numpy(w))
+        self._cursor.zero_()  # compose reads the chunk's per-frame buffers from here on, batch after batch
         tx0, ty0, tx1, ty1 = self.geo.ticker_box
         self._ticker_on = state.strip is not None
         if self._ticker_on:
@@ -222,9 +224,12 @@ class ProgramCompositor:
         n, c, p, _ = frames.shape
         y0, x0 = self.y0, self.x0
         fixed = self.fixed
+        # this batch's rows of the chunk's per-frame buffers (a chunk may come in several batches: CUDA graphs)
+        at = (self._cursor + torch.arange(n, device=self._cursor.device)).clamp_(max=len(self.cur_fade) - 1)
+        self._cursor.add_(n)
         out = torch.empty((n, *self.cur_static.shape), dtype=torch.uint8, device=frames.device)
         if self._video is not None:
-            out.copy_(self.cur_video[:n])
+            out.copy_(self.cur_video.index_select(0, at))
             behind = out[:, y0:y0 + p, x0:x0 + p].permute(0, 3, 1, 2).float()
         else:
             out.copy_(self.cur_static.unsqueeze(0).expand_as(out))
@@ -242,9 +247,9 @@ class ProgramCompositor:
         region.copy_(box.add_(0.5).clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
         if fixed or self._ticker_on:
             tx0, ty0, tx1, ty1 = self.geo.ticker_box
-            out[:, ty0:ty1].copy_(self.cur_band[:n])
+            out[:, ty0:ty1].copy_(self.cur_band.index_select(0, at))
         if fixed or self._fade_now:
-            w = self.cur_fade[:n].view(n, 1, 1, 1)
+            w = self.cur_fade.index_select(0, at).view(n, 1, 1, 1)
             mixed = torch.lerp(self.last_out.unsqueeze(0).float(), out.float(), w)
             out.copy_(mixed.add_(0.5).clamp_(0, 255).to(torch.uint8))
         if fixed or not self._fade_now:
