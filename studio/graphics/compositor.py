@@ -45,6 +45,7 @@ class ProgramCompositor:
         self._states: dict[tuple, _State] = {}
         self._key: tuple | None = None
         self._video: VideoSet | None = None
+        self._pending: CanvasStyle | None = None
         self.framed = False  # True: the presenter is shown as a framed photo (no matte, or a poor one)
 
     # -- set-up ----------------------------------------------------------------------------------------------------
@@ -147,6 +148,10 @@ class ProgramCompositor:
         self._states[key] = got
         return got
 
+    def restyle(self, style: CanvasStyle) -> None:
+        """Use ``style``'s graphics from the next chunk on (the set and placement stay as opened)."""
+        self._pending = style
+
     # -- per chunk -------------------------------------------------------------------------------------------------
 
     @torch.inference_mode()
@@ -155,6 +160,12 @@ class ProgramCompositor:
         set and graphics (drawn once per change), the ticker's band per frame, the set video's frames and the
         dissolve's weights, copied into the fixed buffers ``compose`` reads (one CUDA graph of it serves every
         selection)."""
+        pending = self._pending
+        if pending is not None:  # a new look from another thread takes effect here, between chunks
+            self._pending = None
+            self.style = pending
+            self._states.clear()
+            self._key = None
         st = self.style
         g = st.graphics_for(row)
         clock_text = time.strftime("%H:%M") if g.clock else ""

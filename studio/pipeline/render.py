@@ -122,6 +122,10 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         style = CanvasStyle(background_image=req.canvas_background)
     core = make_core(source, motion, s, anchor, [recorder, *req.streams], weights_dir=req.weights_dir,
                      canvas_style=style)
+    matte = getattr(anchor, "matte", None)
+    if s.layout is Layout.CANVAS and matte is not None and matte.poor:
+        log.warning("%s", matte.note)
+        warnings = (*warnings, matte.note)
     stage["setup"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

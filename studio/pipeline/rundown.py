@@ -104,6 +104,16 @@ def _segment_dict(s: Segment) -> dict:
     return out
 
 
+def user_programme_graphics() -> Graphics:
+    """The programme graphics of the producer's saved rundown (of the shipped one when there is none)."""
+    path = user_rundown_path()
+    try:
+        return load_programme_graphics(path if path.is_file() else DEFAULT_RUNDOWN)
+    except InputError as exc:
+        log.warning("ignoring the saved rundown's graphics: %s", exc)
+        return Graphics()
+
+
 def save_rundown(segments: list[Segment], path: Path | None = None, graphics: Graphics | None = None) -> Path:
     """Write ``segments`` (and the programme's ``graphics``) as JSON (atomically: a temporary file renamed onto
     ``path``)."""

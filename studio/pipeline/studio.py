@@ -36,7 +36,7 @@ from studio.errors import AudioDeviceError, StudioError
 from studio.pipeline import commands as cmd
 from studio.pipeline.commands import PreviewMode
 from studio.pipeline.motion import warm_microphone
-from studio.contracts import OnAir
+from studio.contracts import Layout, OnAir
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.pipeline.telemetry import ClockSource, RuntimeState, TelemetryBus, TelemetrySnapshot
 
@@ -178,6 +178,7 @@ class StudioRuntime:
         self._recorder = None
         self._record_folder: Path | None = None
         self._core = None
+        self._look: tuple = (None, ())  # the programme's graphics and each rundown row's (set on going live)
         self._core_thread: threading.Thread | None = None
         self._core_stop: threading.Event | None = None
         self._core_error: BaseException | None = None
@@ -407,8 +408,10 @@ class StudioRuntime:
             self._preview.set_clock(self._clock)
         outputs = [self._preview] + ([self._recorder] if self._recorder is not None else []) + list(
             self._streams.values())
-        style = CanvasStyle(background_image=self.settings.canvas_background) \
-            if self.settings.canvas_background else None
+        from studio.graphics.look import Graphics
+
+        style = CanvasStyle(background_image=self.settings.canvas_background, graphics=self._look[0] or Graphics(),
+                            segments=self._look[1])
         core = make_core(source, motion, s, self._anchor, outputs, bus=self.bus, canvas_style=style)
         core.warm()
         for note in core.pool.engine_notes:  # which compiled engine runs, or why eager
@@ -633,6 +636,9 @@ class StudioRuntime:
             self._emit(cmd.AnchorFailed(path, str(exc), ""))
             return
         self._emit(cmd.AnchorLoaded(anchor.name, path))
+        matte = getattr(anchor, "matte", None)
+        if matte is not None and matte.poor and self._core_settings.layout is Layout.CANVAS:
+            self._emit(cmd.Notice(matte.note))
         if self._requested_mode != self._mode:  # the microphone mode was asked for before there was a face
             self._set_mode(self._requested_mode)
 
@@ -643,11 +649,26 @@ class StudioRuntime:
             self._set_mode(PreviewMode.SCRIPT)
         self._stop_live(quiet=True)
         rows = c.rundown_rows or tuple(range(len(c.segments)))
+        self._set_look(c.graphics, rows, c.segments)
         self._waiting = [(row, seg.title, seg.text, seg.voice or self._default_voice)
                          for row, seg in zip(rows, c.segments)]
         self._submit_speech()
         self._live = bool(self._speech)
         self._update_state(self.clock_s())
+
+    def _set_look(self, graphics, rows, segments) -> None:
+        """The programme's and the segments' graphics, on the canvas from the next chunk (``studio.graphics``)."""
+        from dataclasses import replace as _replace
+
+        from studio.graphics.look import Graphics
+
+        per_row: list = [None] * (max(rows, default=-1) + 1)
+        for row, seg in zip(rows, segments):
+            per_row[row] = getattr(seg, "graphics", None)
+        self._look = (graphics or Graphics(), tuple(per_row))
+        canvas = getattr(self._core, "_canvas", None)
+        if canvas is not None:
+            canvas.restyle(_replace(canvas.style, graphics=self._look[0], segments=self._look[1]))
 
     def _submit_speech(self) -> None:
         """Keep the speech worker one segment ahead: the next is prepared while the current one plays (all of them

@@ -22,7 +22,7 @@ from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
 from studio.paths import data_dir
 from studio.pipeline import commands as rt
 from studio.pipeline.studio import StudioSettings
-from studio.pipeline.rundown import load_user_rundown, save_rundown
+from studio.pipeline.rundown import load_user_rundown, save_rundown, user_programme_graphics
 from studio.pipeline.telemetry import ClockSource, RuntimeState, StallMeter, TelemetrySnapshot
 from studio.ui import theme
 from studio.ui.bridge import RuntimeBridge
@@ -371,6 +371,7 @@ class MainWindow(QMainWindow):
         self.folder_edit.setText(str(folder))
         self.folder_edit.setCursorPosition(0)  # show where the path starts, not its tail
         self.rundown.set_segments(load_user_rundown())
+        self.rundown.set_programme_graphics(user_programme_graphics())
         self.rundown.changed.connect(self._save_rundown_soon)
         self._rundown_timer = QTimer(self, singleShot=True, interval=1500)
         self._rundown_timer.timeout.connect(self._save_rundown)
@@ -461,7 +462,7 @@ class MainWindow(QMainWindow):
 
     def _go_live(self, rows: list, segments: list) -> None:
         self.live_stall_max_ms = 0.0
-        self.bridge.send(rt.GoLive(tuple(segments), tuple(rows)))
+        self.bridge.send(rt.GoLive(tuple(segments), tuple(rows), self.rundown.programme_graphics()))
         self.rundown.set_live(True)
         self.teleprompter.show_waiting("Preparing speech…")
 
@@ -507,7 +508,7 @@ class MainWindow(QMainWindow):
 
     def _save_rundown(self) -> None:
         try:
-            save_rundown(self.rundown.segments())
+            save_rundown(self.rundown.segments(), graphics=self.rundown.programme_graphics())
         except Exception as exc:  # InputError with a message; never lose the window over a save
             self.statusBar().showMessage(str(exc), 8000)
 
