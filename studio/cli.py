@@ -42,7 +42,7 @@ def _add_picture_args(p: argparse.ArgumentParser, default_size: int = 512) -> No
                                            "or a comma list of: "
                                            "pyramidal, audio_cache, frame_interpolation, kv_cache, async_pipeline, "
                                            "silence_sieve, cuda_graphs, gpu_encode")
-    p.add_argument("--background", help="canvas: a plain set, an image file or a colour as #RRGGBB")
+    p.add_argument("--background", metavar="IMAGE|#RRGGBB", help="canvas: a plain set, an image file or a colour")
     p.add_argument("--set", dest="set_", metavar="builtin|IMAGE|VIDEO",
                    help="canvas: the set behind the presenter: builtin (the studio's own news set, the default), "
                         "an image, or a video played in a loop")
@@ -101,7 +101,7 @@ def _build_parser() -> argparse.ArgumentParser:
     src.add_argument("--audio", type=Path, help="a speech recording to lip-sync to")
     r.add_argument("--anchor", type=Path, help="portrait image (default: the built-in astronaut)")
     r.add_argument("--voice", help="TTS voice, e.g. piper:joe or espeak:en-us (see `doctor`)")
-    r.add_argument("--title", default="", help="the lower third's text on a canvas")
+    r.add_argument("--title", default="", help="the segment title on a canvas (plain text)")
     r.add_argument("--out", type=Path, required=True, help="output .mp4 file")
     r.add_argument("--timings", type=Path, help="also write the phone and word timings as JSON")
     r.add_argument("--audio-engine", choices=[e.value for e in AudioEngine], default=DEFAULT_AUDIO_ENGINE.value,
@@ -336,7 +336,7 @@ def _cmd_live(args: argparse.Namespace) -> int:
     summary = run_live(core, seconds, out=args.out, input_device=args.input, anchor_path=args.anchor,
                        audio_engine=AudioEngine(args.audio_engine), motion_thread=args.motion_thread,
                        streams=tuple(stream_outputs(args.stream, allow_remote=args.stream_allow_remote)),
-                       say=print_line)
+                       say=print_line, canvas_style=_canvas_style(args))
     print(f"live: {summary.line()}", flush=True)
     return EXIT_OK
 
