@@ -133,8 +133,11 @@ class ProgramCompositor:
             starts = np.concatenate([[rows[0]], rows[cuts + 1]])
             ends = np.concatenate([rows[cuts], [rows[-1]]]) + 1
             for a, b in zip(starts, ends):
-                part = torch.from_numpy(np.ascontiguousarray(front_box[a:b])).permute(2, 0, 1)[None].to(dev)
-                runs.append((slice(int(a), int(b)), part[:, :3].contiguous(), part[:, 3:].contiguous()))
+                cols = np.flatnonzero(front_box[a:b, :, 3].max(axis=0) > 0)  # only the columns it covers
+                c0, c1 = int(cols[0]), int(cols[-1]) + 1
+                part = torch.from_numpy(np.ascontiguousarray(front_box[a:b, c0:c1])).permute(2, 0, 1)[None].to(dev)
+                runs.append(((slice(int(a), int(b)), slice(c0, c1)), part[:, :3].contiguous(),
+                             part[:, 3:].contiguous()))
         strip = None
         if g.ticker:
             strip = torch.from_numpy(layers.ticker_strip(geo, g.ticker, st.accent_rgb)).to(dev)
@@ -252,8 +255,9 @@ class ProgramCompositor:
             alpha = self._edge
         box = torch.lerp(behind, rgb, alpha)
         front = self._front_fixed() if fixed else self.cur.front
-        for rows, pre, a in front:  # the graphics (and desk) in front of the presenter, where they cover the box
-            box[:, :, rows] = box[:, :, rows] * (1 - a) + pre
+        for (rows, cols), pre, a in front:  # the graphics (and desk) in front of the presenter, where they cover it
+            part = box[:, :, rows, cols]
+            part.mul_(1 - a).add_(pre)
         region = out[:, y0:y0 + p, x0:x0 + p]
         region.copy_(box.add_(0.5).clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
         if fixed or self._ticker_on:
@@ -276,11 +280,11 @@ class ProgramCompositor:
         if getattr(self, "_front_key", None) != self._key:
             self._front_pre.zero_()
             self._front_a.zero_()
-            for rows, pre, a in self.cur.front:
-                self._front_pre[:, :, rows].copy_(pre)
-                self._front_a[:, :, rows].copy_(a)
+            for (rows, cols), pre, a in self.cur.front:
+                self._front_pre[:, :, rows, cols].copy_(pre)
+                self._front_a[:, :, rows, cols].copy_(a)
             self._front_key = self._key
-        return [(slice(0, p), self._front_pre, self._front_a)]
+        return [((slice(0, p), slice(0, p)), self._front_pre, self._front_a)]
 
     def close(self) -> None:
         if self._video is not None:
