@@ -101,6 +101,15 @@ class CanvasStyle:
         return seg.over(self.graphics) if seg is not None else self.graphics
 
 
+def rows_graphics(rows, segments) -> tuple[Graphics | None, ...]:
+    """The per-row table ``CanvasStyle.segments`` for the rundown ``rows`` of ``segments`` (each with a
+    ``graphics`` attribute, or None)."""
+    table: list[Graphics | None] = [None] * (max(rows, default=-1) + 1)
+    for row, seg in zip(rows, segments):
+        table[row] = getattr(seg, "graphics", None)
+    return tuple(table)
+
+
 def parse_colour(text: str, what: str = "--background") -> tuple[int, int, int]:
     """``#RRGGBB`` -> (r, g, b); raises InputError saying how to write it."""
     try:

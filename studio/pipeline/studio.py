@@ -658,17 +658,12 @@ class StudioRuntime:
 
     def _set_look(self, graphics, rows, segments) -> None:
         """The programme's and the segments' graphics, on the canvas from the next chunk (``studio.graphics``)."""
-        from dataclasses import replace as _replace
+        from studio.graphics.look import Graphics, rows_graphics
 
-        from studio.graphics.look import Graphics
-
-        per_row: list = [None] * (max(rows, default=-1) + 1)
-        for row, seg in zip(rows, segments):
-            per_row[row] = getattr(seg, "graphics", None)
-        self._look = (graphics or Graphics(), tuple(per_row))
+        self._look = (graphics or Graphics(), rows_graphics(rows, segments))
         canvas = getattr(self._core, "_canvas", None)
         if canvas is not None:
-            canvas.restyle(_replace(canvas.style, graphics=self._look[0], segments=self._look[1]))
+            canvas.restyle(replace(canvas.style, graphics=self._look[0], segments=self._look[1]))
 
     def _submit_speech(self) -> None:
         """Keep the speech worker one segment ahead: the next is prepared while the current one plays (all of them

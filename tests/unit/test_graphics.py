@@ -150,3 +150,55 @@ def test_bad_graphics_in_a_rundown_say_what_to_fix() -> None:
 
     with pytest.raises(InputError, match="ticker"):
         parse_rundown({"segments": [{"text": "x", "graphics": {"ticker": "not a list"}}]})
+
+
+def test_a_video_set_plays_in_a_loop(tmp_path) -> None:
+    import av
+
+    from studio.graphics.sets import VideoSet
+
+    path = tmp_path / "set.mp4"
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt = 64, 36, "yuv420p"
+        for i in range(5):
+            img = np.zeros((36, 64, 3), np.uint8)
+            img[..., 0] = 40 * i
+            for pkt in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                c.mux(pkt)
+        for pkt in s.encode():
+            c.mux(pkt)
+    v = VideoSet(path, 128, 72)
+    got = v.frames(12)
+    v.close()
+    assert got.shape == (12, 72, 128, 3)
+    reds = [int(np.median(f[..., 0])) for f in got]
+    assert abs(reds[5] - reds[0]) <= 6 and abs(reds[4] - 160) <= 8  # frame 5 is frame 0 again: a loop
+
+
+def test_a_dissolve_blends_from_the_last_picture_of_the_segment_before() -> None:
+    from studio.graphics.look import CanvasStyle, Graphics
+
+    style = CanvasStyle(background_rgb=(0, 0, 0), dissolve_s=0.2,
+                        segments=(Graphics(), Graphics(transition="dissolve")))
+    c = _canvas(style)
+    black = torch.zeros(2, 3, 96, 96)
+    c.select("", 0, np.arange(2))
+    c.compose(black)
+    c.select("", 1, np.arange(2, 8))
+    out = c.compose(torch.full((6, 3, 96, 96), 250.0)).permute(0, 2, 3, 1).numpy()
+    level = out[:, 100, 128, 0].astype(int)  # inside the presenter's box: black before, white after
+    assert level[0] < level[2] < level[4] and level[-1] >= 249  # 5 frames at 25 fps: black to white
+
+
+def test_the_graphics_of_the_rows_on_air() -> None:
+    from studio.graphics.look import CanvasStyle, Graphics, rows_graphics
+    from studio.pipeline.rundown import Segment
+
+    segs = [Segment("A", "a"), Segment("B", "b", graphics=Graphics(name="Guest", transition="dissolve"))]
+    table = rows_graphics((2, 5), segs)
+    assert table == (None, None, None, None, None, Graphics(name="Guest", transition="dissolve"))
+    style = CanvasStyle(graphics=Graphics(name="Host", role="Anchor"), segments=table)
+    assert style.graphics_for(2) == Graphics(name="Host", role="Anchor")
+    assert style.graphics_for(5) == Graphics(name="Guest", role="Anchor", transition="dissolve")
+    assert style.graphics_for(-1) == style.graphics_for(99) == style.graphics
