@@ -486,7 +486,8 @@ def _load_pack(path: Path, name: str) -> AnchorPack:
 def _matte_arrays(matte: Matte | None) -> dict:
     if matte is None:
         return {}
-    facts = {"soft_frac": matte.soft_frac, "island_frac": matte.island_frac, "poor": matte.poor, "note": matte.note}
+    facts = {"soft_frac": matte.soft_frac, "island_frac": matte.island_frac, "poor": matte.poor, "note": matte.note,
+             "stray_frac": matte.stray_frac}
     return {"matte_alpha": matte.alpha.astype(np.float16), "matte_rgb": matte.foreground,
             "matte_facts": np.array(repr(facts))}
 

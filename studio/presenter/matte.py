@@ -19,13 +19,17 @@ import numpy as np
 
 from studio.presenter import landmarks as lm
 
-MATTE_VERSION = 2  # part of the anchor cache's key: a pack made by an older matte is made again
+MATTE_VERSION = 3  # part of the anchor cache's key: a pack made by an older matte is made again
 
 # the share of the person's area that may be uncertain edge (alpha between 0.1 and 0.9) before the matte is called poor;
 # the two bundled portraits measured 0.11-0.12 of their area
 POOR_SOFT_FRAC = 0.2
 # the share of the segmentation's "person" that may lie in pieces detached from the head before the matte is poor
 POOR_ISLAND_FRAC = 0.06
+# the share of the person that may lie beside the head (above the chin, more than a face width from the face's centre
+# line) before the matte is poor: hair stays inside that (0.002 on the bundled portraits and on the astronaut pasted
+# on three scenes); a backdrop object taken for the person (a cup's rim behind the head) measured 0.049
+POOR_STRAY_FRAC = 0.02
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class Matte:
     island_frac: float  # segmentation "person" detached from the head (dropped) per person pixel
     poor: bool  # True: show the framed photo rather than a cut-out (a busy backdrop)
     note: str = ""  # what the producer is told when ``poor``
+    stray_frac: float = 0.0  # the person beside the head (see POOR_STRAY_FRAC) per person pixel
 
 
 def _guided(guide: np.ndarray, src: np.ndarray, radius: int, eps: float) -> np.ndarray:
@@ -151,15 +156,28 @@ def build_matte(image: np.ndarray, render_image: np.ndarray, pts: np.ndarray, pe
     alpha = np.maximum(alpha, face).astype(np.float32)
     area = max(1.0, float(alpha.sum()))
     soft = float(((alpha > 0.1) & (alpha < 0.9)).sum()) / area
-    poor = soft > POOR_SOFT_FRAC or island_frac > POOR_ISLAND_FRAC
+    stray = _stray_frac(alpha, pts)
+    poor = soft > POOR_SOFT_FRAC or island_frac > POOR_ISLAND_FRAC or stray > POOR_STRAY_FRAC
     note = ""
     if poor:
         why = (f"{soft:.0%} of the outline is uncertain" if soft > POOR_SOFT_FRAC
-               else f"{island_frac:.0%} of the cut lies in pieces")
+               else f"{island_frac:.0%} of the cut lies in pieces" if island_frac > POOR_ISLAND_FRAC
+               else f"{stray:.0%} of the cut lies beside the head")
         note = (f"The portrait's backdrop is too busy to cut the presenter out cleanly ({why}): the framed photo is "
                 "shown instead. For a cut-out, use a photo in front of a plain wall.")
     fg = _foreground(render_image, alpha, plate)
-    return Matte(alpha=alpha, foreground=fg, soft_frac=soft, island_frac=island_frac, poor=poor, note=note)
+    return Matte(alpha=alpha, foreground=fg, soft_frac=soft, island_frac=island_frac, poor=poor, note=note,
+                 stray_frac=stray)
+
+
+def _stray_frac(alpha: np.ndarray, pts: np.ndarray) -> float:
+    """The matte's mass above the chin and more than a face width from the face's centre line, per its whole mass:
+    backdrop taken for the person beside the head."""
+    face_w = float(np.linalg.norm(pts[lm.CHEEK_LEFT, :2] - pts[lm.CHEEK_RIGHT, :2]))
+    cx = float(pts[list(lm.FACE_OVAL), 0].mean())
+    chin = int(max(0, min(alpha.shape[0], round(float(pts[lm.CHIN, 1])))))
+    xs = np.abs(np.arange(alpha.shape[1]) - cx) > face_w
+    return float(alpha[:chin, xs].sum()) / max(1.0, float(alpha.sum()))
 
 
 def _torch():

@@ -202,3 +202,22 @@ def test_the_graphics_of_the_rows_on_air() -> None:
     assert style.graphics_for(2) == Graphics(name="Host", role="Anchor")
     assert style.graphics_for(5) == Graphics(name="Guest", role="Anchor", transition="dissolve")
     assert style.graphics_for(-1) == style.graphics_for(99) == style.graphics
+
+
+def test_a_backdrop_object_taken_for_the_person_makes_the_matte_poor() -> None:
+    """The astronaut pasted before a coffee cup: the cup's rim behind her head joins the cut, beside the head, and
+    the pack says the matte is poor; before a cat's fur (busy, but apart from the head) it stays good."""
+    from PIL import Image
+    from skimage import data
+
+    from studio.presenter import landmarks as lm
+    from studio.presenter.anchor import AnchorSettings, build_anchor
+
+    a = data.astronaut()
+    m = lm.person_mask(a)[..., None]
+    got = {}
+    for name, scene in (("coffee", data.coffee()), ("chelsea", data.chelsea())):
+        s = np.asarray(Image.fromarray(scene).resize((512, 512)))
+        got[name] = build_anchor((a * m + s * (1 - m)).astype(np.uint8), AnchorSettings(use_cache=False)).matte
+    assert got["coffee"].poor and "beside the head" in got["coffee"].note
+    assert not got["chelsea"].poor
