@@ -42,7 +42,23 @@ def _add_picture_args(p: argparse.ArgumentParser, default_size: int = 512) -> No
                                            "or a comma list of: "
                                            "pyramidal, audio_cache, frame_interpolation, kv_cache, async_pipeline, "
                                            "silence_sieve, cuda_graphs, gpu_encode")
-    p.add_argument("--background", help="canvas background: an image file or a colour as #RRGGBB")
+    p.add_argument("--background", metavar="IMAGE|#RRGGBB", help="canvas: a plain set, an image file or a colour")
+    p.add_argument("--set", dest="set_", metavar="builtin|IMAGE|VIDEO",
+                   help="canvas: the set behind the presenter: builtin (the studio's own news set, the default), "
+                        "an image, or a video played in a loop")
+    p.add_argument("--place", choices=["centre", "left", "right"], default="centre",
+                   help="canvas: the presenter in the centre, or the left / right third with the box on the other "
+                        "side (default centre)")
+    p.add_argument("--name", help="canvas: the name strap's name (plain text)")
+    p.add_argument("--role", help="canvas: the name strap's second line, e.g. the presenter's role")
+    p.add_argument("--ticker", type=Path, metavar="FILE", help="canvas: a UTF-8 text file, one ticker line a line")
+    p.add_argument("--clock", action="store_true", help="canvas: show the time of day (beside the ticker)")
+    p.add_argument("--logo", type=Path, metavar="IMAGE", help="canvas: the channel's logo, top right")
+    p.add_argument("--headline", help="canvas: the over-the-shoulder box's text (with --place left or right)")
+    p.add_argument("--box-image", type=Path, metavar="IMAGE",
+                   help="canvas: the over-the-shoulder box's picture (with --place left or right)")
+    p.add_argument("--framed", action="store_true",
+                   help="canvas: show the portrait as a framed photo instead of cutting the presenter out")
     p.add_argument("--seed", type=int, default=0, help="seed of the idle motion (blinks, sway)")
 
 
@@ -85,7 +101,7 @@ def _build_parser() -> argparse.ArgumentParser:
     src.add_argument("--audio", type=Path, help="a speech recording to lip-sync to")
     r.add_argument("--anchor", type=Path, help="portrait image (default: the built-in astronaut)")
     r.add_argument("--voice", help="TTS voice, e.g. piper:joe or espeak:en-us (see `doctor`)")
-    r.add_argument("--title", default="", help="the lower third's text on a canvas")
+    r.add_argument("--title", default="", help="the segment title on a canvas (plain text)")
     r.add_argument("--out", type=Path, required=True, help="output .mp4 file")
     r.add_argument("--timings", type=Path, help="also write the phone and word timings as JSON")
     r.add_argument("--audio-engine", choices=[e.value for e in AudioEngine], default=DEFAULT_AUDIO_ENGINE.value,
@@ -203,32 +219,46 @@ def core_settings_from(args: argparse.Namespace, live: bool = False):
     return core
 
 
-def _background(args: argparse.Namespace) -> Path | None:
-    bg = getattr(args, "background", None)
-    if not bg:
+def _image_arg(flag: str, path: Path | None) -> str | None:
+    if path is None:
         return None
-    if bg.startswith("#"):
-        return None  # a colour: see _canvas_style
-    path = Path(bg)
-    if not path.is_file():
-        raise InputError(f"--background {bg}: no such image. Give an image file or a colour like #10203a.")
-    return path
+    if not Path(path).is_file():
+        raise InputError(f"{flag} {path}: no such file. Check the path.")
+    return str(path)
 
 
 def _canvas_style(args: argparse.Namespace):
-    from studio.pipeline.post import CanvasStyle
+    """The canvas's look from the picture flags (``studio.graphics.look``)."""
+    from studio.graphics.look import CanvasStyle, Graphics, parse_colour
 
+    kw: dict = {}
     bg = getattr(args, "background", None)
-    if bg and bg.startswith("#"):
+    chosen = getattr(args, "set_", None)
+    if bg and chosen:
+        raise InputError("--background and --set both choose the set: give one of them.")
+    chosen = chosen or bg
+    if chosen and chosen.startswith("#"):
+        kw["background_rgb"] = parse_colour(chosen, "--background" if bg else "--set")
+    elif chosen and chosen != "builtin":
+        if not Path(chosen).is_file():
+            flag = "--background" if bg else "--set"
+            raise InputError(f"{flag} {chosen}: no such file. Give an image or video file, builtin, or a colour like "
+                             "#10203a.")
+        kw["background_image"] = Path(chosen)
+    ticker = None
+    if getattr(args, "ticker", None) is not None:
         try:
-            rgb = tuple(int(bg[i:i + 2], 16) for i in (1, 3, 5))
-            if len(bg) != 7:
-                raise ValueError(bg)
-        except ValueError:
-            raise InputError(f"--background {bg} is not a colour: write it as #RRGGBB, e.g. #10203a.") from None
-        return CanvasStyle(background_rgb=rgb)
-    path = _background(args)
-    return CanvasStyle(background_image=path) if path else None
+            ticker = tuple(t.strip() for t in args.ticker.read_text(encoding="utf-8").splitlines() if t.strip())
+        except FileNotFoundError:
+            raise InputError(f"--ticker {args.ticker}: no such file. Give a text file, one line per item.") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"Cannot read {args.ticker} as UTF-8 text: save the ticker as plain text.") from exc
+    g = Graphics(name=getattr(args, "name", None) or None, role=getattr(args, "role", None) or None,
+                 ticker=ticker or None, clock=bool(getattr(args, "clock", False)) or None,
+                 logo=_image_arg("--logo", getattr(args, "logo", None)), headline=getattr(args, "headline", None),
+                 box_image=_image_arg("--box-image", getattr(args, "box_image", None)))
+    return CanvasStyle(place=getattr(args, "place", None) or "centre", graphics=g,
+                       use_matte=not getattr(args, "framed", False), **kw)
 
 
 def _announce(notes) -> None:
@@ -271,7 +301,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     req = RenderRequest(out_path=args.out, text=text, audio_path=args.audio, anchor_path=args.anchor,
                         voice=args.voice, title=args.title, core=core, timings_path=args.timings,
                         audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
-                        canvas_background=style.background_image if style else None, streams=streams)
+                        canvas_background=style.background_image, canvas_style=style, streams=streams)
     show = _stderr_progress()
     gen = render_segment(req)
     try:
@@ -306,7 +336,7 @@ def _cmd_live(args: argparse.Namespace) -> int:
     summary = run_live(core, seconds, out=args.out, input_device=args.input, anchor_path=args.anchor,
                        audio_engine=AudioEngine(args.audio_engine), motion_thread=args.motion_thread,
                        streams=tuple(stream_outputs(args.stream, allow_remote=args.stream_allow_remote)),
-                       say=print_line)
+                       say=print_line, canvas_style=_canvas_style(args))
     print(f"live: {summary.line()}", flush=True)
     return EXIT_OK
 

@@ -98,6 +98,14 @@ class Generator(abc.ABC):
     def __init__(self) -> None:
         self.twin = True  # True: random weights (timing twin), never put on air; loaders set it False
         self.settings = GeneratorSettings()
+        # set before ``open`` on a canvas: frames may then carry the presenter's warped matte as a fourth channel
+        self.emit_matte = False
+
+    @property
+    def out_channels(self) -> int:
+        """Channels of the frames ``generate`` returns: 3 (RGB), or 4 where the engine carries the warped matte
+        (``emit_matte`` asked for it and the anchor's matte is good)."""
+        return 3
 
     @property
     def label(self) -> str:

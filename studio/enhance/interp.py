@@ -158,7 +158,7 @@ class MotionSpaceInterpolator:
         if not len(mid):  # every frame is a keyframe (speech under the sieve alone): no scatter into a new buffer
             out = self.compose(coeffs[:n_out], grid[:n_out], mask[:n_out])
         else:
-            out = torch.empty((n_out, 3, m.size, m.size), device=coeffs.device, dtype=grid.dtype)
+            out = torch.empty((n_out, getattr(m, "out_channels", 3), m.size, m.size), device=coeffs.device, dtype=grid.dtype)
             out[keys] = self.compose(coeffs[keys], grid[:len(keys)], mask[:len(keys)])
             a = torch.tensor([slot[int(i)] for i in plan.prev[mid]], device=coeffs.device)
             b = torch.tensor([slot[int(i)] for i in plan.next[mid]], device=coeffs.device)
@@ -195,7 +195,7 @@ class MotionSpaceInterpolator:
                 slot[-1] = len(full_idx)
                 grid = torch.cat([grid, carry.grid])
                 mask = torch.cat([mask, carry.mask])
-            out = torch.empty((t, 3, m.size, m.size), device=dev, dtype=grid.dtype)
+            out = torch.empty((t, getattr(m, "out_channels", 3), m.size, m.size), device=dev, dtype=grid.dtype)
             out[full_t] = self.compose(coeffs[full_t], grid[:len(full_idx)], mask[:len(full_idx)])
             a = torch.tensor([slot[int(i)] for i in plan.prev[mid]]).to(dev, non_blocking=True)
             b = torch.tensor([slot[int(i)] for i in plan.next[mid]]).to(dev, non_blocking=True)

@@ -73,10 +73,18 @@ class BuiltinGenerator(Generator):
         self.module = None
         self._forward: Callable | None = None
         self.interp: MotionSpaceInterpolator | None = None
+        # set before ``open`` for a canvas: frames then carry the warped matte as a fourth channel (a good matte only)
+        self.emit_matte = False
+        self.matte = None
 
     @property
     def label(self) -> str:
         return self.info.label
+
+    @property
+    def out_channels(self) -> int:
+        """4 when frames carry the warped matte (``emit_matte`` and a good matte), else 3."""
+        return 4 if self.matte is not None else 3
 
     def open(self, anchor, settings: GeneratorSettings) -> None:
         from studio.presenter.renderer import WarpRenderer, resolve_device
@@ -90,18 +98,24 @@ class BuiltinGenerator(Generator):
         except torch.cuda.OutOfMemoryError as exc:
             raise RenderError("The GPU ran out of memory preparing the presenter: choose a smaller size.") from exc
         self.field_px = field
-        self._forward = self.module
+        m = getattr(anchor, "matte", None)
+        self.matte = None
+        if self.emit_matte and m is not None and not m.poor:
+            from studio.presenter.matte import MatteWarp
+
+            self.matte = MatteWarp(self.module, m)
+        self._forward = self.matte or self.module
         err = max_error_px(self.max_err_at_512, s)
         self.planner = landmark_planner(self.module) if self.device.type == "cuda" else None
-        self.interp = MotionSpaceInterpolator(self.module, err, self.planner)
+        self.interp = MotionSpaceInterpolator(self.matte or self.module, err, self.planner)
         if settings.cuda_graphs:
             if self.device.type != "cuda":
                 raise RenderError("CUDA graphs need a CUDA device.")
             self._capture(err)
 
     def _capture(self, err: float) -> None:
-        m = self.module
-        m.static_shapes = True
+        self.module.static_shapes = True
+        m = self.matte or self.module
         b = self.settings.batch_frames
         c = torch.zeros((b, N_COEFFS), device=self.device)
         stream = torch.cuda.Stream(self.device)
@@ -109,7 +123,8 @@ class BuiltinGenerator(Generator):
             grid, mask = m.warp_field(c)
             field_graph = Graphed(m.warp_field, (c,), stream)
             compose_graph = Graphed(m.compose, (c, grid, mask), stream)
-            self._forward = graphed(m.forward, (c,), stream, compile=True, name="the renderer")
+            whole = m.forward if self.matte is None else m
+            self._forward = graphed(whole, (c,), stream, compile=True, name="the renderer")
         self.interp = _GraphedInterpolator(m, err, field_graph, compose_graph, self.planner)
 
     @torch.inference_mode()
@@ -149,6 +164,9 @@ class BuiltinGenerator(Generator):
     def install_engine(self, name: str, fn: Callable) -> None:
         if name != "renderer":
             super().install_engine(name, fn)
+        if self.matte is not None:  # the compiled renderer draws no matte: the canvas's cut-out stays eager
+            log.info("the compiled renderer is not used on a canvas with a matte")
+            return
         self._forward = fn
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ class LoadAnchor:
 class GoLive:
     segments: tuple[Segment, ...]
     rundown_rows: tuple[int, ...] = ()  # the rundown row of each segment (reported back for the teleprompter)
+    graphics: object = None  # the programme's graphics (studio.graphics.look.Graphics); None: none
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,8 @@ class Core:
         self._outputs_lock = threading.Lock()
         self._opts = settings.optimizations
         self._opts_lock = threading.Lock()
-        self.post = PostStage(self.fmt, self.device, settings, generators.info.warp_field, canvas_style)
+        self.post = PostStage(self.fmt, self.device, settings, generators.info.warp_field, canvas_style,
+                              frame_channels=self._frame_channels)
         self.gen_stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.post_stream = torch.cuda.Stream(self.device) if self.cuda else None
         # state carried from chunk to chunk
@@ -204,6 +205,11 @@ class Core:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _frame_channels(self) -> int:
+        """Channels of the frames the current flags' generator form makes (4: RGB and the warped matte)."""
+        opts = self.optimizations
+        return self.pool.get(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts).out_channels
 
     def warm(self) -> None:
         """Open the generator forms the current flags (and the baseline variants) need, so that no run pays for a

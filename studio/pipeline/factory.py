@@ -101,6 +101,7 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
             raise InputError(f"cuda_graphs needs a CUDA GPU, or on the {settings.device} a compiled engine, and there "
                              f"is {why}.")
     pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir, shared=forms)
+    pool.matte = getattr(canvas_style, "use_matte", True)
     # the form these flags run (a 14 B DiT's plain form beside it would not fit the GPU)
     gen = pool.get(Optimization.PYRAMIDAL in settings.optimizations, Optimization.CUDA_GRAPHS in settings.optimizations)
     if on_air and gen.twin:

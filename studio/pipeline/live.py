@@ -68,8 +68,10 @@ class LiveSummary:
 
 def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, input_device: str | None = None,
              anchor_path: Path | None = None, audio_engine: AudioEngine = AudioEngine.NEURAL,
-             motion_thread: bool = True, streams: tuple[str, ...] = (), say=lambda m: None) -> LiveSummary:
-    """Run the core from the microphone for ``seconds``; returns what it measured."""
+             motion_thread: bool = True, streams: tuple[str, ...] = (), say=lambda m: None,
+             canvas_style=None) -> LiveSummary:
+    """Run the core from the microphone for ``seconds``; returns what it measured. ``canvas_style``: the canvas's
+    set and graphics (``studio.graphics.look.CanvasStyle``)."""
     from studio.encode.recorder import RecorderOutput
     from studio.pipeline.factory import make_core
     from studio.pipeline.motion import MicMotion, warm_microphone
@@ -93,7 +95,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
             recorder = RecorderOutput(out, fragmented=True)
             outputs.append(recorder)
         outputs += list(streams)
-        core = make_core(source, motion, settings, anchor, outputs, bus_source="live")
+        core = make_core(source, motion, settings, anchor, outputs, bus_source="live", canvas_style=canvas_style)
     except BaseException:
         capture.stop()
         raise

@@ -7,7 +7,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from studio.contracts import GENERATORS, Generator, GeneratorSettings
+from studio.contracts import GENERATORS, Generator, GeneratorSettings, Layout
 from studio.pipeline.settings import CoreSettings
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class GeneratorPool:
         self._lock = threading.Lock()
         self._on_open = on_open
         self.info = self._factory().info  # its class facts only: opening a form builds the model
+        self.matte = True  # on a canvas: frames carry the warped matte where the engine can (False: framed photo)
 
     def size_for(self, pyramidal: bool) -> int:
         """The size a generator form renders at."""
@@ -83,7 +84,7 @@ class GeneratorPool:
             cuda = self.s.device.startswith("cuda")
             field_divisor = self.s.field_divisor if pyramidal else 4
             skey = (self.engine, key, size, precision, batch, self.s.device, self.s.seed, str(self.weights_dir),
-                    field_divisor, self.s.max_interp_error_px_at_512)
+                    field_divisor, self.s.max_interp_error_px_at_512, self.s.layout, self.matte)
             entry = self._shared.get(skey) if self._shared is not None else None
             if entry is None:
                 entry = self._open(size, precision, batch, field_divisor, graphs and cuda, graphs and not cuda)
@@ -113,6 +114,8 @@ class GeneratorPool:
                                 max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
         else:
             gen = self._factory()
+        if self.s.layout is Layout.CANVAS and self.matte:
+            gen.emit_matte = True  # the canvas sets the presenter over its set by the warped matte
         gen.open(self.anchor, GeneratorSettings(
             device=self.s.device, size_px=size, precision=precision, batch_frames=batch,
             weights_dir=self.weights_dir, cuda_graphs=cuda_graphs, seed=self.s.seed))

@@ -8,15 +8,16 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from studio.errors import InputError
 from studio.contracts import Chunk, OnAir, PostProcessor, ProgramFormat
+from studio.graphics.compositor import ProgramCompositor
+from studio.graphics.look import CanvasStyle
+
+__all__ = ["Canvas", "CanvasStyle", "FlowFill", "Upscaler", "UpscaleRoute", "span_for"]
 
 log = logging.getLogger(__name__)
 
@@ -246,203 +247,31 @@ def _on_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor
     return x.pin_memory().to(device, non_blocking=True)
 
 
-@dataclass(frozen=True)
-class CanvasStyle:
-    """The 16:9 program: a background (plain colour or an image), the square presenter in a box, a lower third."""
+class Canvas(ProgramCompositor, PostProcessor):
+    """The 16:9 programme (``studio.graphics.compositor``): the set, the presenter (cut out by its matte, or the framed
+    photo), the broadcast graphics. Returns uint8 frames: the programme picture is final here.
 
-    background_rgb: tuple[int, int, int] = (16, 28, 48)
-    background_image: Path | None = None
-    accent_rgb: tuple[int, int, int] = (200, 30, 45)
-    show_lower_third: bool = True
-
-
-class Canvas(PostProcessor):
-    """The presenter (``presenter_px`` square) over a background at the program's size, with a lower third showing
-    what is on air (``OnAir.title``). Returns uint8 frames: the program picture is final here.
-
-    ``select(title)`` copies that title's static picture (background + lower third, drawn once per title) into the
-    canvas's current buffers; ``compose(frames)`` reads only those buffers and the frames, so one CUDA graph of it
-    serves every title (``studio.pipeline.core``: the post stage with CUDA graphs). ``process`` does both."""
+    ``select(title, row, slots)`` copies the selection's pictures into the canvas's fixed buffers; ``compose(frames)``
+    reads only those buffers and the frames, so one CUDA graph of it serves every selection (``studio.pipeline.core``:
+    the post stage with CUDA graphs). ``process`` does both."""
 
     name = "canvas"
 
-    def __init__(self, style: CanvasStyle | None = None) -> None:
-        self.style = style or CanvasStyle()
-        self._titles: dict[str, tuple[torch.Tensor, torch.Tensor] | None] = {}
-        self._statics: dict[str, tuple[torch.Tensor, ...]] = {}
-        self._selected: str | None = None
+    def __init__(self, style: CanvasStyle | None = None, framed: bool = False) -> None:
+        ProgramCompositor.__init__(self, style)
+        self.framed = framed
 
     def open(self, fmt: ProgramFormat, device: str) -> None:
-        super().open(fmt, device)
-        self.device = torch.device(device)
-        w, h = fmt.width, fmt.height
-        self.bg = self._background(w, h).to(self.device)  # 3 x H x W, 0..255
-        p = fmt.presenter_px
-        if p > h:
-            raise InputError(f"The presenter ({p} px) does not fit a {w}x{h} canvas: choose a smaller size.")
-        # Presenter box: right of centre, standing on the lower third's top edge region, full height when it fits.
-        self.x0 = int(round(w * 0.56 - p / 2))
-        self.x0 = max(0, min(w - p, self.x0))
-        self.y0 = h - p
-        self._edge = self._box_edge(p).to(self.device)  # 1 x p x p: a soft edge so the box does not look cut out
-        self._ring = int(math.ceil(max(2.0, p / 120))) + 1  # pixels from the box's edge where the edge is soft
-        self._bar_h = max(24, round(h * 0.11))
-        ly = self._lt_y(self._bar_h)
-        self._band = (max(ly, self.y0), min(ly + self._bar_h, self.y0 + p))  # canvas rows where the bar covers the box
-        a, b = self._band
-        rows = max(0, b - a)
-        # what compose reads: the selected title's picture (fixed tensors, filled by select)
-        self.cur_static = torch.zeros((h, w, 3), dtype=torch.uint8, device=self.device)
-        self.cur_box_bg = torch.zeros((1, 3, p, p), device=self.device)
-        self.cur_bar_rgb = torch.zeros((1, 3, rows, p), device=self.device)
-        self.cur_bar_alpha = torch.zeros((1, 1, rows, p), device=self.device)
-        self._selected = None
-
-    def _background(self, w: int, h: int) -> torch.Tensor:
-        st = self.style
-        if st.background_image is not None:
-            from PIL import Image, UnidentifiedImageError
-
-            try:
-                with Image.open(st.background_image) as im:
-                    im = im.convert("RGB")
-                    scale = max(w / im.width, h / im.height)
-                    im = im.resize((max(w, round(im.width * scale)), max(h, round(im.height * scale))),
-                                   Image.LANCZOS)
-                    left, top = (im.width - w) // 2, (im.height - h) // 2
-                    arr = np.asarray(im.crop((left, top, left + w, top + h)), np.float32)
-            except (OSError, UnidentifiedImageError) as exc:
-                raise InputError(f"Cannot use {st.background_image} as the background ({exc}): choose a JPEG or "
-                                 "PNG image, or a plain colour.") from exc
-            return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
-        # A plain colour with a gentle vertical gradient and vignette (a studio wall, not a flat fill).
-        y = torch.linspace(0, 1, h).view(h, 1)
-        x = torch.linspace(-1, 1, w).view(1, w)
-        shade = (1.15 - 0.35 * y) * (1 - 0.18 * x * x)
-        base = torch.tensor(st.background_rgb, dtype=torch.float32).view(3, 1, 1)
-        return (base * shade).clamp(0, 255)
-
-    @staticmethod
-    def _box_edge(p: int) -> torch.Tensor:
-        r = max(2.0, p / 120)
-        i = torch.arange(p, dtype=torch.float32)
-        d = torch.minimum(i, p - 1 - i)
-        e = ((d + 0.5) / r).clamp(0, 1)
-        return (e.view(p, 1) * e.view(1, p))[None]
-
-    def _lower_third(self, title: str) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(RGB 3 x h x W, alpha 1 x h x W) of the lower third for ``title``, drawn once per title."""
-        if not title or not self.style.show_lower_third:
-            return None
-        if title in self._titles:
-            return self._titles[title]
-        from PIL import Image, ImageDraw
-
-        w = self.fmt.width
-        bar_h = self._bar_h
-        img = Image.new("RGBA", (w, bar_h), (0, 0, 0, 0))
-        d = ImageDraw.Draw(img)
-        pad = round(w * 0.05)
-        accent = round(bar_h * 0.12)
-        d.rectangle([pad, 0, w - pad, bar_h - 1], fill=(12, 16, 24, 225))
-        d.rectangle([pad, 0, w - pad, accent], fill=(*self.style.accent_rgb, 255))
-        font = _font(round(bar_h * 0.45))
-        text = title.upper()
-        max_w = w - 2 * pad - round(bar_h * 0.6)
-        while font.getlength(text) > max_w and len(text) > 4:  # too long for the bar: shorten with an ellipsis
-            text = text[:-2].rstrip() + "…"
-        ty = accent + (bar_h - accent - font.size) // 2 - round(font.size * 0.1)
-        d.text((pad + round(bar_h * 0.3), ty), text, font=font, fill=(245, 245, 245, 255))
-        arr = torch.from_numpy(np.asarray(img, np.float32)).permute(2, 0, 1)
-        pair = (arr[:3].to(self.device), (arr[3:4] / 255.0).to(self.device))
-        if len(self._titles) > 64:
-            self._titles.clear()
-        self._titles[title] = pair
-        return pair
-
-    def _static(self, title: str) -> tuple[torch.Tensor, ...]:
-        """The title's picture without the presenter, made once per title: the canvas (background + lower third,
-        H x W x 3 uint8), the canvas under the presenter's box (1 x 3 x p x p float, for the soft edge) and the bar
-        where it covers the box (RGB and alpha; alpha 0 without a lower third)."""
-        got = self._statics.get(title)
-        if got is None:
-            out = self.bg.clone()
-            lt = self._lower_third(title)
-            ly = self._lt_y(self._bar_h)
-            if lt is not None:
-                rgb, alpha = lt
-                out[:, ly:ly + self._bar_h] = torch.lerp(out[:, ly:ly + self._bar_h], rgb, alpha)
-            static = (out + 0.5).clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()  # H x W x 3
-            p, y0, x0 = self.fmt.presenter_px, self.y0, self.x0
-            box_bg = static[y0:y0 + p, x0:x0 + p].permute(2, 0, 1).float().unsqueeze(0)
-            a, b = self._band
-            if lt is not None and b > a:
-                bar_rgb = rgb[:, a - ly:b - ly, x0:x0 + p].unsqueeze(0)
-                bar_alpha = alpha[:, a - ly:b - ly, x0:x0 + p].unsqueeze(0)
-            else:
-                bar_rgb, bar_alpha = torch.zeros_like(self.cur_bar_rgb), torch.zeros_like(self.cur_bar_alpha)
-            got = (static, box_bg, bar_rgb, bar_alpha)
-            if len(self._statics) > 16:
-                self._statics.clear()
-            self._statics[title] = got
-        return got
-
-    def _lt_y(self, bar_h: int) -> int:
-        return self.fmt.height - bar_h - round(self.fmt.height * 0.06)
-
-    @torch.inference_mode()
-    def select(self, title: str) -> None:
-        """Make ``title``'s picture the one ``compose`` draws (copies on the current stream, only when it changes)."""
-        if title == self._selected:
-            return
-        static, box_bg, bar_rgb, bar_alpha = self._static(title)
-        self.cur_static.copy_(static)
-        self.cur_box_bg.copy_(box_bg)
-        self.cur_bar_rgb.copy_(bar_rgb)
-        self.cur_bar_alpha.copy_(bar_alpha)
-        self._selected = title
-
-    @torch.inference_mode()
-    def compose(self, frames: torch.Tensor) -> torch.Tensor:
-        """N x 3 x p x p presenter frames -> N x 3 x H x W uint8 program frames of the selected title (a view of an
-        N x H x W x 3 buffer, the layout outputs take). Only the presenter's box is blended per frame; the rest is the
-        static canvas."""
-        n, _, p, _ = frames.shape
-        static, box_bg = self.cur_static, self.cur_box_bg
-        y0, x0 = self.y0, self.x0
-        out = torch.empty((n, *static.shape), dtype=torch.uint8, device=frames.device)
-        out.copy_(static.unsqueeze(0).expand_as(out))
-        region = out[:, y0:y0 + p, x0:x0 + p]
-        region.copy_(frames.clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1))  # frames carry +0.5: truncation rounds
-        r = self._ring
-        for sl in ((slice(None), slice(0, r)), (slice(None), slice(p - r, p)),  # soft edges of the box only
-                   (slice(0, r), slice(r, p - r)), (slice(p - r, p), slice(r, p - r))):
-            rows, cols = sl
-            edge = self._edge[:, rows, cols]
-            mixed = torch.lerp(box_bg[:, :, rows, cols], frames[:, :, rows, cols].clamp(0, 255), edge)
-            region[:, rows, cols].copy_(mixed.permute(0, 2, 3, 1))
-        a, b = self._band
-        if b > a:  # the lower third lies over the presenter's box too (alpha 0: no bar, the same pixels)
-            part = region[:, a - y0:b - y0].permute(0, 3, 1, 2).float()
-            mixed = torch.lerp(part, self.cur_bar_rgb, self.cur_bar_alpha)
-            region[:, a - y0:b - y0].copy_(mixed.add_(0.5).clamp_(0, 255).permute(0, 2, 3, 1))
-        return out.permute(0, 3, 1, 2)
+        PostProcessor.open(self, fmt, device)
+        ProgramCompositor.open(self, fmt, device)
 
     @torch.inference_mode()
     def process(self, frames: torch.Tensor, chunk: Chunk | None = None) -> torch.Tensor:
-        """``select`` the chunk's title, then ``compose``."""
-        self.select((chunk.on_air if chunk is not None else OnAir()).title)
+        """``select`` what the chunk has on air, then ``compose``."""
+        on_air = chunk.on_air if chunk is not None else OnAir()
+        slots = chunk.slots if chunk is not None else np.arange(frames.shape[0])
+        self.select(on_air.title, on_air.row, slots)
         return self.compose(frames)
 
-
-def _font(size_px: int):
-    """DejaVu Sans Bold from matplotlib's wheel (always installed with the studio), else PIL's default."""
-    from PIL import ImageFont
-
-    try:
-        import matplotlib
-
-        path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans-Bold.ttf"
-        return ImageFont.truetype(str(path), size_px)
-    except (ImportError, OSError):
-        return ImageFont.load_default(size_px)
+    def close(self) -> None:
+        ProgramCompositor.close(self)

@@ -9,6 +9,7 @@ conversion replay as one graph per frame shape.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -23,8 +24,9 @@ class PostStage:
     """The post stage of one core (module docstring); its tools are made on first use (or by ``warm``)."""
 
     def __init__(self, fmt: ProgramFormat, device: torch.device, settings: CoreSettings, warp_field: bool,
-                 canvas_style=None) -> None:
+                 canvas_style=None, frame_channels: Callable[[], int] = lambda: 3) -> None:
         self.fmt = fmt
+        self.frame_channels = frame_channels  # what the generator's frames carry: 3 (RGB) or 4 (RGB + matte)
         self.device = device
         self.cuda = device.type == "cuda"
         self.s = settings
@@ -45,7 +47,7 @@ class PostStage:
         if self.fmt.layout is Layout.CANVAS:
             self.open_canvas().select("")
         with torch.inference_mode():
-            self.post_graph(torch.zeros((1, 3, p, p), device=self.device), want_yuv)
+            self.post_graph(torch.zeros((1, self.frame_channels(), p, p), device=self.device), want_yuv)
             for px in sizes:
                 if px != p:
                     self.upscaler(p).warm(px, self.device)
@@ -94,7 +96,7 @@ class PostStage:
         if frames.shape[-1] != p:
             frames = self.upscaler(p).process(frames, chunk)
         if self.fmt.layout is Layout.CANVAS:
-            self.open_canvas().select(chunk.on_air.title)
+            self.open_canvas().select(chunk.on_air.title, chunk.on_air.row, chunk.slots)
         need_rgb = any(o.needs_rgb for o in outputs) or not outputs
         need_yuv = any(o.wants_yuv for o in outputs)
         retain = any(o.retains_frames for o in outputs)
@@ -140,11 +142,17 @@ class PostStage:
             return batch, ev0.elapsed_time(ev1)
         return batch, (time.perf_counter() - t0) * 1e3
 
+    @property
+    def canvas(self):
+        """The canvas once a chunk or the warm-up opened it, else None."""
+        return self._canvas
+
     def open_canvas(self):
         if self._canvas is None:
             from studio.pipeline.post import Canvas
 
-            self._canvas = Canvas(self._canvas_style)
+            framed = self.frame_channels() != 4 or not getattr(self._canvas_style, "use_matte", True)
+            self._canvas = Canvas(self._canvas_style, framed=framed)
             self._canvas.open(self.fmt, str(self.device))
         return self._canvas
 

@@ -38,6 +38,7 @@ class RenderRequest:
     audio_engine: AudioEngine = DEFAULT_AUDIO_ENGINE  # what animates a recording (--audio)
     weights_dir: Path | None = None
     canvas_background: Path | None = None
+    canvas_style: object = None  # the whole look (studio.graphics.look.CanvasStyle); wins over canvas_background
     streams: tuple = ()  # more outputs (studio.encode.streams), fed as the file is written
 
 
@@ -113,12 +114,18 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
                               settings=_render_encode_settings(s))
     style = None
-    if s.layout is Layout.CANVAS and req.canvas_background is not None:
+    if s.layout is Layout.CANVAS and req.canvas_style is not None:
+        style = req.canvas_style
+    elif s.layout is Layout.CANVAS and req.canvas_background is not None:
         from studio.pipeline.post import CanvasStyle
 
         style = CanvasStyle(background_image=req.canvas_background)
     core = make_core(source, motion, s, anchor, [recorder, *req.streams], weights_dir=req.weights_dir,
                      canvas_style=style)
+    matte = getattr(anchor, "matte", None)
+    if s.layout is Layout.CANVAS and matte is not None and matte.poor:
+        log.warning("%s", matte.note)
+        warnings = (*warnings, matte.note)
     stage["setup"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -1,6 +1,8 @@
 """The rundown: the ordered list of segments a presenter speaks (a title, a block of text and a voice each).
 
-Stored as JSON ``{"version": 1, "segments": [{"title": ..., "text": ..., "voice": ...}, ...]}``. The default ships in
+Stored as JSON ``{"version": 2, "graphics": {...}, "segments": [{"title": ..., "text": ..., "voice": ...,
+"graphics": {...}}, ...]}``: the broadcast graphics of the programme and of each segment (``studio.graphics.look``;
+a segment's take the programme's where left out). Version 1 files (no graphics) still load. The default ships in
 ``resources/rundown.json``; the studio keeps the producer's edited copy in the data folder.
 """
 
@@ -12,11 +14,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from studio.errors import InputError
+from studio.graphics.look import Graphics, graphics_from_dict
 from studio.paths import RESOURCES, data_dir
 
 log = logging.getLogger(__name__)
 
-RUNDOWN_VERSION = 1
+RUNDOWN_VERSION = 2
 DEFAULT_RUNDOWN = RESOURCES / "rundown.json"
 DEFAULT_VOICE = "piper:joe"
 
@@ -28,6 +31,7 @@ class Segment:
     title: str
     text: str
     voice: str = DEFAULT_VOICE  # engine:voice, e.g. piper:joe or espeak:en-us
+    graphics: Graphics | None = None  # this segment's graphics over the programme's (None: the programme's)
 
     @property
     def word_count(self) -> int:
@@ -49,8 +53,25 @@ def parse_rundown(data: object, source: str = "rundown") -> list[Segment]:
             raise InputError(f"Segment {i + 1} of {source} has no 'text': give each segment a text.")
         title = item.get("title") if isinstance(item.get("title"), str) else f"Segment {i + 1}"
         voice = item.get("voice") if isinstance(item.get("voice"), str) and item.get("voice") else DEFAULT_VOICE
-        out.append(Segment(title=title, text=item["text"], voice=voice))
+        g = graphics_from_dict(item.get("graphics"), f"segment {i + 1} of {source}")
+        out.append(Segment(title=title, text=item["text"], voice=voice, graphics=g))
     return out
+
+
+def parse_programme_graphics(data: object, source: str = "rundown") -> Graphics:
+    """The programme-wide graphics of decoded rundown JSON (empty for a file without them)."""
+    got = graphics_from_dict(data.get("graphics"), source) if isinstance(data, dict) else None
+    return got or Graphics()
+
+
+def load_programme_graphics(path: Path | None = None) -> Graphics:
+    """The programme-wide graphics of a rundown file (empty when it has none)."""
+    path = DEFAULT_RUNDOWN if path is None else Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"Cannot read {path.name} as a rundown (JSON): {exc}. Fix or replace the file.") from exc
+    return parse_programme_graphics(data, path.name)
 
 
 def load_rundown(path: Path | None = None) -> list[Segment]:
@@ -76,10 +97,31 @@ def load_user_rundown() -> list[Segment]:
     return load_rundown(DEFAULT_RUNDOWN)
 
 
-def save_rundown(segments: list[Segment], path: Path | None = None) -> Path:
-    """Write ``segments`` as JSON (atomically: a temporary file renamed onto ``path``)."""
+def _segment_dict(s: Segment) -> dict:
+    out = {k: v for k, v in asdict(s).items() if k != "graphics"}
+    if s.graphics is not None and s.graphics.to_dict():
+        out["graphics"] = s.graphics.to_dict()
+    return out
+
+
+def user_programme_graphics() -> Graphics:
+    """The programme graphics of the producer's saved rundown (of the shipped one when there is none)."""
+    path = user_rundown_path()
+    try:
+        return load_programme_graphics(path if path.is_file() else DEFAULT_RUNDOWN)
+    except InputError as exc:
+        log.warning("ignoring the saved rundown's graphics: %s", exc)
+        return Graphics()
+
+
+def save_rundown(segments: list[Segment], path: Path | None = None, graphics: Graphics | None = None) -> Path:
+    """Write ``segments`` (and the programme's ``graphics``) as JSON (atomically: a temporary file renamed onto
+    ``path``)."""
     path = user_rundown_path() if path is None else Path(path)
-    payload = {"version": RUNDOWN_VERSION, "segments": [asdict(s) for s in segments]}
+    payload: dict = {"version": RUNDOWN_VERSION}
+    if graphics is not None and graphics.to_dict():
+        payload["graphics"] = graphics.to_dict()
+    payload["segments"] = [_segment_dict(s) for s in segments]
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

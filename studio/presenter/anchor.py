@@ -19,6 +19,7 @@ import numpy as np
 from studio.errors import AnchorError
 from studio.paths import cache_dir
 from studio.presenter import landmarks as lm
+from studio.presenter.matte import MATTE_VERSION, Matte, build_matte
 from studio.presenter.portrait import read_portrait, rgb8
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class AnchorPack:
     background: np.ndarray  # S x S x 3 uint8, the scene with the person inpainted away
     mouth: MouthMaterial
     extra: dict = field(default_factory=dict)
+    matte: Matte | None = None  # the person cut out of the backdrop, for a set behind it (``studio.presenter.matte``)
 
     @property
     def size_px(self) -> int:
@@ -115,7 +117,7 @@ def load_image(path: Path | str) -> np.ndarray:
 
 def _content_key(image: np.ndarray, settings: AnchorSettings) -> str:
     h = hashlib.sha256()
-    h.update(f"v{ANCHOR_FORMAT_VERSION}|{image.shape}|".encode())
+    h.update(f"v{ANCHOR_FORMAT_VERSION}|m{MATTE_VERSION}|{image.shape}|".encode())
     h.update(repr(sorted(asdict(settings).items())).encode())
     h.update(np.ascontiguousarray(image).tobytes())
     return h.hexdigest()[:24]
@@ -396,6 +398,8 @@ def build_anchor(
     if settings.use_cache and cache_file.exists():
         try:
             pack = _load_pack(cache_file, name)
+            if pack.matte is None:
+                raise ValueError("made without the matte")
             report(1.0, "loaded from cache")
             log.info("anchor %s loaded from cache %s", name, cache_file)
             return pack
@@ -433,9 +437,12 @@ def build_anchor(
     background = _background_plate(framed, mask)
     render_image = _fill_mouth_gap(framed, pts)
     lid_image, eye_masks = _eye_layers(render_image, pts)
+    report(0.92, "cutting the presenter out of the backdrop")
+    matte = build_matte(framed, render_image, pts, mask, background)
     pack = AnchorPack(name=name, key=key, image=framed, render_image=render_image, lid_image=lid_image,
                       eye_masks=eye_masks, landmarks=pts, frame_points=frame_pts,
-                      frame_head_weight=frame_w, triangles=triangles, mask=mask, background=background, mouth=mouth)
+                      frame_head_weight=frame_w, triangles=triangles, mask=mask, background=background, mouth=mouth,
+                      matte=matte)
     if settings.use_cache:
         _save_pack(pack, cache_file)
     report(1.0, "ready")
@@ -452,6 +459,7 @@ def _save_pack(pack: AnchorPack, path: Path) -> None:
         eye_masks=pack.eye_masks.astype(np.float16), landmarks=pack.landmarks, frame_points=pack.frame_points,
         frame_head_weight=pack.frame_head_weight, triangles=pack.triangles, mask=pack.mask.astype(np.float16),
         background=pack.background, mouth=np.array(repr(asdict(pack.mouth))), key=np.array(pack.key),
+        **_matte_arrays(pack.matte),
     )
     tmp = path.with_suffix(".tmp")
     try:
@@ -471,5 +479,23 @@ def _load_pack(path: Path, name: str) -> AnchorPack:
             name=name, key=str(z["key"]), image=z["image"], render_image=z["render_image"],
             lid_image=z["lid_image"], eye_masks=z["eye_masks"].astype(np.float32), landmarks=z["landmarks"], frame_points=z["frame_points"],
             frame_head_weight=z["frame_head_weight"], triangles=z["triangles"], mask=z["mask"].astype(np.float32),
-            background=z["background"], mouth=mouth,
+            background=z["background"], mouth=mouth, matte=_matte_from(z),
         )
+
+
+def _matte_arrays(matte: Matte | None) -> dict:
+    if matte is None:
+        return {}
+    facts = {"soft_frac": matte.soft_frac, "island_frac": matte.island_frac, "poor": matte.poor, "note": matte.note,
+             "stray_frac": matte.stray_frac}
+    return {"matte_alpha": matte.alpha.astype(np.float16), "matte_rgb": matte.foreground,
+            "matte_facts": np.array(repr(facts))}
+
+
+def _matte_from(z) -> Matte | None:
+    import ast
+
+    if "matte_alpha" not in z.files:
+        return None
+    facts = ast.literal_eval(str(z["matte_facts"]))
+    return Matte(alpha=z["matte_alpha"].astype(np.float32), foreground=z["matte_rgb"], **facts)

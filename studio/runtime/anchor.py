@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 from pathlib import Path
 
+from studio.contracts import Layout
 from studio.errors import StudioError
 from studio.pipeline import commands as cmd
 from studio.runtime.events import Outbox
@@ -63,6 +64,9 @@ class AnchorRoom:
             self.outbox.fail(str(exc), cmd.AnchorFailed(path, str(exc), ""))
             return False
         self.outbox.emit(cmd.AnchorLoaded(anchor.name, path))
+        matte = anchor.matte
+        if matte is not None and matte.poor and self.supervisor.core_settings.layout is Layout.CANVAS:
+            self.outbox.emit(cmd.Notice(matte.note))
         return True
 
     def close(self) -> None:

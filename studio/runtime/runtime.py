@@ -215,6 +215,7 @@ class StudioRuntime:
     def _on_go_live(self, c: cmd.GoLive) -> None:
         if self.supervisor.mode is PreviewMode.MICROPHONE:  # going live with the rundown ends the microphone mode
             self.microphone.set_mode(PreviewMode.SCRIPT)
+        self.supervisor.set_look(c.graphics, c.rundown_rows or tuple(range(len(c.segments))), c.segments)
         self.rundown.go_live(c)
         self._update_state(self.clock_s())
 

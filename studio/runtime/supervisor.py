@@ -51,6 +51,7 @@ class CoreSupervisor:
         self.shutting_down = False
         self.core = None
         self._attached: list = []  # outputs besides the preview, attached by other rooms
+        self.look: tuple = (None, ())  # the programme's graphics and each rundown row's (set on going live)
         self._thread: threading.Thread | None = None
         self._stop: threading.Event | None = None
         self._error: BaseException | None = None
@@ -78,6 +79,15 @@ class CoreSupervisor:
         if self.clock is not None:
             self.clock.close()
 
+    def set_look(self, graphics, rows, segments) -> None:
+        """The programme's and the segments' graphics, on the canvas from the next chunk (``studio.graphics``)."""
+        from studio.graphics.look import Graphics, rows_graphics
+
+        self.look = (graphics or Graphics(), rows_graphics(rows, segments))
+        canvas = self.core.post.canvas if self.core is not None else None
+        if canvas is not None:
+            canvas.restyle(replace(canvas.style, graphics=self.look[0], segments=self.look[1]))
+
     def clock_s(self) -> float:
         return self.clock.now_s() if self.clock is not None else 0.0
 
@@ -102,8 +112,10 @@ class CoreSupervisor:
                 self.motion = ProgramMotion(audio_engine=self.audio_engine, seed=s.seed)
             source, motion = self.program_source, self.motion
             self.preview.set_clock(self.clock)
-        style = CanvasStyle(background_image=self.settings.canvas_background) \
-            if self.settings.canvas_background else None
+        from studio.graphics.look import Graphics
+
+        style = CanvasStyle(background_image=self.settings.canvas_background, graphics=self.look[0] or Graphics(),
+                            segments=self.look[1])
         core = make_core(source, motion, s, self.anchor, [self.preview, *self._attached], bus=self.bus,
                          canvas_style=style)
         core.warm()

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QTa
 
 from studio.paths import data_dir
 from studio.pipeline import commands as rt
-from studio.pipeline.rundown import load_user_rundown, save_rundown
+from studio.pipeline.rundown import load_user_rundown, save_rundown, user_programme_graphics
 from studio.pipeline.telemetry import RuntimeState, StallMeter, TelemetrySnapshot
 from studio.runtime import StudioSettings
 from studio.ui.bridge import RuntimeBridge
@@ -281,6 +281,7 @@ class MainWindow(QMainWindow):
         folder = s.value("recording/folder", "") or str(default_recording_folder())
         self.record_panel.set_folder(str(folder))
         self.rundown.set_segments(load_user_rundown())
+        self.rundown.set_programme_graphics(user_programme_graphics())
         self.rundown.changed.connect(self._save_rundown_soon)
         self._rundown_timer = QTimer(self, singleShot=True, interval=1500)
         self._rundown_timer.timeout.connect(self._save_rundown)
@@ -346,7 +347,7 @@ class MainWindow(QMainWindow):
 
     def _go_live(self, rows: list, segments: list) -> None:
         self.live_stall_max_ms = 0.0
-        self.bridge.send(rt.GoLive(tuple(segments), tuple(rows)))
+        self.bridge.send(rt.GoLive(tuple(segments), tuple(rows), self.rundown.programme_graphics()))
         self.rundown.set_live(True)
         self.teleprompter.show_waiting("Preparing speech…")
 
@@ -369,7 +370,7 @@ class MainWindow(QMainWindow):
 
     def _save_rundown(self) -> None:
         try:
-            save_rundown(self.rundown.segments())
+            save_rundown(self.rundown.segments(), graphics=self.rundown.programme_graphics())
         except Exception as exc:  # InputError with a message; never lose the window over a save
             self.statusBar().showMessage(str(exc), 8000)
 

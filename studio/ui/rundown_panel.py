@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
 from studio.pipeline.rundown import Segment
 from studio.speech.types import WordTiming
 from studio.ui import theme
+from studio.ui.graphics_form import GraphicsForm
 
 _ROLE = Qt.UserRole
 
@@ -78,6 +79,10 @@ class RundownPanel(QWidget):
         lay.addLayout(buttons)
         lay.addLayout(form_top)
         lay.addWidget(self.text_edit, 2)
+        self.graphics = GraphicsForm()
+        self.graphics.programme_changed.connect(self.changed.emit)
+        self.graphics.segment_changed.connect(self._edited)
+        lay.addWidget(self.graphics)
         lay.addWidget(self.go_button)
 
     # -- data ---------------------------------------------------------------------------------------------------
@@ -101,6 +106,13 @@ class RundownPanel(QWidget):
         if segments:
             self.list.setCurrentRow(0)
 
+    def programme_graphics(self):
+        """The programme-wide graphics (``studio.graphics.look.Graphics``) as edited."""
+        return self.graphics.programme()
+
+    def set_programme_graphics(self, g) -> None:
+        self.graphics.set_programme(g)
+
     def segments(self) -> list[Segment]:
         return [self.list.item(i).data(_ROLE) for i in range(self.list.count())]
 
@@ -122,6 +134,7 @@ class RundownPanel(QWidget):
             self.voice_combo.setCurrentText(seg.voice)
         for w in (self.title_edit, self.text_edit, self.voice_combo):
             w.setEnabled(seg is not None)
+        self.graphics.set_segment(seg.graphics if seg else None, seg is not None)
         self._loading = False
 
     def _edited(self, *args) -> None:
@@ -132,7 +145,8 @@ class RundownPanel(QWidget):
             return
         seg: Segment = item.data(_ROLE)
         item.setData(_ROLE, replace(seg, title=self.title_edit.text(), text=self.text_edit.toPlainText(),
-                                    voice=self.voice_combo.currentText() or seg.voice))
+                                    voice=self.voice_combo.currentText() or seg.voice,
+                                    graphics=self.graphics.segment(seg.graphics)))
         self._renumber()
 
     def add_segment(self, voice: str = "") -> None:

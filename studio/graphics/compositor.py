@@ -1,0 +1,292 @@
+"""The programme picture on the generator's device: the set, the presenter cut out by its matte (or the framed photo),
+the broadcast graphics, the ticker's crawl and the dissolve between segments, composited as torch tensors.
+
+Everything that changes rarely (set, graphics, clock) is drawn once per change into tensors on the device
+(``select``); ``compose`` then only blends the presenter's box, crawls the ticker and dissolves, per frame. Presenter
+frames come as N x 3 x p x p (no matte: the framed photo) or N x 4 x p x p (RGB + the warped matte, 0..255).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from studio.errors import InputError
+from studio.graphics import layers
+from studio.graphics.look import CanvasStyle, Graphics
+from studio.graphics.sets import VideoSet, builtin_set, colour_set, desk_layer, image_set
+
+log = logging.getLogger(__name__)
+
+TICKER_PX_S_PER_WIDTH = 0.11  # the crawl's speed: 11 % of the canvas width per second
+
+
+@dataclass
+class _State:
+    """One selection's pictures on the device."""
+
+    static: torch.Tensor  # H x W x 3 uint8: set, box, graphics (no presenter)
+    behind: torch.Tensor  # 1 x 3 x p x p float: what is behind the presenter's box
+    front: list  # [(rows slice, premultiplied 1 x 3 x r x p, alpha 1 x 1 x r x p)] over the box
+    strip: torch.Tensor | None  # band x L x 3 uint8: the ticker's text
+    transition: str
+
+
+class ProgramCompositor:
+    """See the module docstring. ``open`` once per format; ``select`` per chunk; ``compose`` per batch of frames."""
+
+    def __init__(self, style: CanvasStyle | None = None, matte_note: str = "") -> None:
+        self.style = style or CanvasStyle()
+        self.matte_note = matte_note
+        self._states: dict[tuple, _State] = {}
+        self._key: tuple | None = None
+        self._video: VideoSet | None = None
+        self._pending: CanvasStyle | None = None
+        self.framed = False  # True: the presenter is shown as a framed photo (no matte, or a poor one)
+
+    # -- set-up ----------------------------------------------------------------------------------------------------
+
+    def open(self, fmt, device: str) -> None:
+        self.fmt = fmt
+        self.device = torch.device(device)
+        w, h, p = fmt.width, fmt.height, fmt.presenter_px
+        if p > h:
+            raise InputError(f"The presenter ({p} px) does not fit a {w}x{h} canvas: choose a smaller size.")
+        self.geo = layers.Geometry(w, h)
+        st = self.style
+        if st.place not in ("centre", "left", "right"):
+            raise InputError(f"Unknown placement {st.place!r}: use centre, left or right.")
+        cx = {"centre": w / 2, "left": w / 3, "right": 2 * w / 3}[st.place]
+        self.cx = cx
+        self.x0 = int(max(0, min(w - p, round(cx - p / 2))))
+        self.y0 = h - p
+        kind = st.set_kind
+        if kind == "video":
+            self._video = VideoSet(st.background_image, w, h)
+            base = self._video.first()
+        elif kind == "image":
+            base = image_set(w, h, st.background_image)
+        elif kind == "colour":
+            base = colour_set(w, h, st.background_rgb)
+        else:
+            base = builtin_set(w, h, st.accent_rgb)
+        self._base = base
+        self._desk = desk_layer(w, h, self.x0 + p / 2, st.accent_rgb) if kind == "builtin" else None
+        self._edge = self._box_edge(p).to(self.device)
+        ramp = ((torch.minimum(torch.arange(p), p - 1 - torch.arange(p)).float() + 0.5) / max(4.0, p * 0.06))
+        self._sides = ramp.clamp(0, 1).view(1, 1, 1, p).to(self.device)  # a cut-out fades out at the box's sides
+        self.fixed = self.device.type == "cuda"
+        self.cur_static = None
+        self.cur_band = None
+        self._front_pre = None
+        self._front_key = None
+        self.cur_fade = torch.ones(64, device=self.device)
+        self._cursor = torch.zeros((), dtype=torch.long, device=self.device)
+        self.last_out = torch.zeros((h, w, 3), dtype=torch.uint8, device=self.device)
+        self._fading = self._fade_now = self._ticker_on = False
+        self._row = None
+        self._seg_slot = 0
+        self._states.clear()
+        self._key = None
+
+    @staticmethod
+    def _box_edge(p: int) -> torch.Tensor:
+        """The framed photo's soft border: 1 x 1 x p x p, 0 at the box's edge to 1 a few pixels in."""
+        r = max(2.0, p / 120)
+        i = torch.arange(p, dtype=torch.float32)
+        d = torch.minimum(i, p - 1 - i)
+        e = ((d + 0.5) / r).clamp(0, 1)
+        return (e.view(p, 1) * e.view(1, p))[None, None]
+
+    def _state(self, key: tuple, title: str, g: Graphics, clock_text: str) -> _State:
+        got = self._states.get(key)
+        if got is not None:
+            return got
+        st, geo = self.style, self.geo
+        p, x0, y0 = self.fmt.presenter_px, self.x0, self.y0
+        behind = self._base.copy()
+        box = layers.shoulder_box(geo, g, self.cx, st.accent_rgb)
+        if box is not None:
+            rgba, _ = box
+            behind = behind * (1 - rgba[..., 3:]) + rgba[..., :3]
+        if self.framed:  # a thin light frame around the photo's box, on the set
+            b = max(2, round(geo.h * 0.004))
+            behind[y0:, max(0, x0 - b):x0] = (225, 230, 240)
+            behind[y0:, x0 + p:min(geo.w, x0 + p + b)] = (225, 230, 240)
+        front, _ = layers.front_layer(geo, g, title, clock_text, st.accent_rgb, st.show_lower_third)
+        if self._desk is not None:  # the desk sits in front of the presenter, under the graphics
+            d = self._desk
+            a = front[..., 3:]
+            front = np.concatenate([front[..., :3] + (1 - a) * d[..., :3] * d[..., 3:],
+                                    a + (1 - a) * d[..., 3:]], -1)
+        static = behind * (1 - front[..., 3:]) + front[..., :3]
+        dev = self.device
+        front_box = front[y0:y0 + p, x0:x0 + p]
+        rows = np.flatnonzero(front_box[..., 3].max(axis=1) > 0)
+        runs = []
+        if len(rows):
+            cuts = np.flatnonzero(np.diff(rows) > 1)
+            starts = np.concatenate([[rows[0]], rows[cuts + 1]])
+            ends = np.concatenate([rows[cuts], [rows[-1]]]) + 1
+            for a, b in zip(starts, ends):
+                cols = np.flatnonzero(front_box[a:b, :, 3].max(axis=0) > 0)  # only the columns it covers
+                c0, c1 = int(cols[0]), int(cols[-1]) + 1
+                part = torch.from_numpy(np.ascontiguousarray(front_box[a:b, c0:c1])).permute(2, 0, 1)[None].to(dev)
+                runs.append(((slice(int(a), int(b)), slice(c0, c1)), part[:, :3].contiguous(),
+                             part[:, 3:].contiguous()))
+        strip = None
+        if g.ticker:
+            strip = torch.from_numpy(layers.ticker_strip(geo, g.ticker, st.accent_rgb)).to(dev)
+        got = _State(
+            static=torch.from_numpy((static + 0.5).clip(0, 255).astype(np.uint8)).to(dev),
+            behind=torch.from_numpy(np.ascontiguousarray(behind[y0:y0 + p, x0:x0 + p])).permute(2, 0, 1)[None]
+            .to(dev).contiguous(),
+            front=runs, strip=strip, transition=g.transition or "cut")
+        if len(self._states) > 16:
+            self._states.clear()
+        self._states[key] = got
+        return got
+
+    def restyle(self, style: CanvasStyle) -> None:
+        """Use ``style``'s graphics from the next chunk on (the set and placement stay as opened)."""
+        self._pending = style
+
+    # -- per chunk -------------------------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def select(self, title: str, row: int = -1, slots: np.ndarray | None = None) -> None:
+        """The pictures of what is on air (``title``, rundown ``row``) for the frames of ``slots``: the selection's
+        set and graphics (drawn once per change), the ticker's band per frame, the set video's frames and the
+        dissolve's weights, copied into the fixed buffers ``compose`` reads (one CUDA graph of it serves every
+        selection)."""
+        pending = self._pending
+        if pending is not None:  # a new look from another thread takes effect here, between chunks
+            self._pending = None
+            self.style = pending
+            self._states.clear()
+            self._key = None
+        st = self.style
+        g = st.graphics_for(row)
+        clock_text = time.strftime("%H:%M") if g.clock else ""
+        key = (title, row, clock_text)
+        state = self._state(key, title, g, clock_text)
+        s = np.arange(1) if slots is None or not len(slots) else np.asarray(slots)
+        n = len(s)
+        self._ensure(n)
+        if key != self._key:
+            self.cur_static.copy_(state.static)
+            self.cur_behind.copy_(state.behind)
+            self._static_np = state.static.cpu().numpy()
+            self.cur = state
+            self._key = key
+        fps = self.fmt.fps
+        if row != self._row:
+            if self._row is not None and state.transition == "dissolve":
+                self._seg_slot = int(s[0])
+                self._fading = True
+            self._row = row
+        w = np.ones(n, np.float32)
+        if self._fading:
+            k = max(1, round(st.dissolve_s * fps))
+            w = np.clip((s - self._seg_slot + 1) / k, 0.0, 1.0).astype(np.float32)
+        self._fade_now = bool((w < 1).any())
+        self._fading = self._fade_now
+        self.cur_fade[:n].copy_(torch.from_numpy(w))
+        self._cursor.zero_()  # compose reads the chunk's per-frame buffers from here on, batch after batch
+        tx0, ty0, tx1, ty1 = self.geo.ticker_box
+        self._ticker_on = state.strip is not None
+        if self._ticker_on:
+            band = np.repeat(self._static_np[None, ty0:ty1], n, 0)
+            x0 = self.geo.clock_w if g.clock else 0
+            width = self.geo.w - x0
+            length = state.strip.shape[1]
+            off = np.floor(s / fps * TICKER_PX_S_PER_WIDTH * self.geo.w).astype(np.int64)
+            idx = (off[:, None] + np.arange(width)[None, :]) % length
+            band[:, :, x0:] = np.transpose(state.strip[:, idx], (1, 0, 2, 3))
+            self.cur_band[:n].copy_(torch.from_numpy(band))
+        elif self.fixed:
+            self.cur_band[:n].copy_(self.cur_static[ty0:ty1].unsqueeze(0).expand(n, -1, -1, -1))
+        if self._video is not None:
+            self.cur_video[:n].copy_(torch.from_numpy(self._video.frames(n)))
+
+    def _ensure(self, n: int) -> None:
+        """The fixed buffers, for batches of up to ``n`` frames."""
+        h, w, p = self.geo.h, self.geo.w, self.fmt.presenter_px
+        if getattr(self, "cur_static", None) is None:
+            dev = self.device
+            self.cur_static = torch.zeros((h, w, 3), dtype=torch.uint8, device=dev)
+            self.cur_behind = torch.zeros((1, 3, p, p), device=dev)
+        if len(self.cur_fade) < n or getattr(self, "cur_band", None) is None or self.cur_band.shape[0] < n:
+            m = max(n, 64)
+            tx0, ty0, tx1, ty1 = self.geo.ticker_box
+            self.cur_fade = torch.ones(m, device=self.device)
+            self.cur_band = torch.zeros((m, ty1 - ty0, w, 3), dtype=torch.uint8, device=self.device)
+            if self._video is not None:
+                self.cur_video = torch.zeros((m, h, w, 3), dtype=torch.uint8, device=self.device)
+
+    # -- per frame -------------------------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def compose(self, frames: torch.Tensor) -> torch.Tensor:
+        """N x 3|4 x p x p presenter frames -> N x 3 x H x W uint8 programme frames (a view of an N x H x W x 3
+        buffer, the layout outputs take). On CUDA every step runs whatever is selected (no host decision: one CUDA
+        graph serves every selection); on the CPU steps with nothing to do are skipped."""
+        n, c, p, _ = frames.shape
+        y0, x0 = self.y0, self.x0
+        fixed = self.fixed
+        # this batch's rows of the chunk's per-frame buffers (a chunk may come in several batches: CUDA graphs)
+        at = (self._cursor + torch.arange(n, device=self._cursor.device)).clamp_(max=len(self.cur_fade) - 1)
+        self._cursor.add_(n)
+        out = torch.empty((n, *self.cur_static.shape), dtype=torch.uint8, device=frames.device)
+        if self._video is not None:
+            out.copy_(self.cur_video.index_select(0, at))
+            behind = out[:, y0:y0 + p, x0:x0 + p].permute(0, 3, 1, 2).float()
+        else:
+            out.copy_(self.cur_static.unsqueeze(0).expand_as(out))
+            behind = self.cur_behind
+        rgb = frames[:, :3].clamp(0, 255)
+        if c == 4 and not self.framed:
+            alpha = frames[:, 3:4].mul(1 / 255.0).clamp_(0, 1).mul_(self._sides)
+        else:
+            alpha = self._edge
+        box = torch.lerp(behind, rgb, alpha)
+        front = self._front_fixed() if fixed else self.cur.front
+        for (rows, cols), pre, a in front:  # the graphics (and desk) in front of the presenter, where they cover it
+            part = box[:, :, rows, cols]
+            part.mul_(1 - a).add_(pre)
+        region = out[:, y0:y0 + p, x0:x0 + p]
+        region.copy_(box.add_(0.5).clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
+        if fixed or self._ticker_on:
+            tx0, ty0, tx1, ty1 = self.geo.ticker_box
+            out[:, ty0:ty1].copy_(self.cur_band.index_select(0, at))
+        if fixed or self._fade_now:
+            w = self.cur_fade.index_select(0, at).view(n, 1, 1, 1)
+            mixed = torch.lerp(self.last_out.unsqueeze(0).float(), out.float(), w)
+            out.copy_(mixed.add_(0.5).clamp_(0, 255).to(torch.uint8))
+        if fixed or not self._fade_now:
+            self.last_out.copy_(out[-1])
+        return out.permute(0, 3, 1, 2)
+
+    def _front_fixed(self) -> list:
+        """The front layer over the whole box, from fixed buffers (CUDA: the same ops for every selection)."""
+        p, y0, x0 = self.fmt.presenter_px, self.y0, self.x0
+        if getattr(self, "_front_pre", None) is None:
+            self._front_pre = torch.zeros((1, 3, p, p), device=self.device)
+            self._front_a = torch.zeros((1, 1, p, p), device=self.device)
+        if getattr(self, "_front_key", None) != self._key:
+            self._front_pre.zero_()
+            self._front_a.zero_()
+            for (rows, cols), pre, a in self.cur.front:
+                self._front_pre[:, :, rows, cols].copy_(pre)
+                self._front_a[:, :, rows, cols].copy_(a)
+            self._front_key = self._key
+        return [((slice(0, p), slice(0, p)), self._front_pre, self._front_a)]
+
+    def close(self) -> None:
+        if self._video is not None:
+            self._video.close()
+            self._video = None
