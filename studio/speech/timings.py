@@ -44,13 +44,19 @@ def share_span(start_s: float, end_s: float, words: Sequence[tuple[str, int, int
 
 def utterance_timings_to_json(utt: Utterance) -> dict[str, Any]:
     """The timings of ``utt`` (no audio) as a JSON-ready dict: {"phonemes": [...], "words": [...], ...}."""
+    return timings_to_json(utt.voice, utt.text, utt.sample_rate_hz, utt.duration_s, utt.phonemes, utt.words)
+
+
+def timings_to_json(voice: str, text: str, sample_rate_hz: int, duration_s: float,
+                    phonemes: Sequence[PhonemeTiming], words: Sequence[WordTiming]) -> dict[str, Any]:
+    """Timings as a JSON-ready dict (see ``utterance_timings_to_json``)."""
     return {
-        "voice": utt.voice,
-        "text": utt.text,
-        "sample_rate_hz": utt.sample_rate_hz,
-        "duration_s": utt.duration_s,
-        "phonemes": [asdict(p) for p in utt.phonemes],
-        "words": [asdict(w) for w in utt.words],
+        "voice": voice,
+        "text": text,
+        "sample_rate_hz": sample_rate_hz,
+        "duration_s": duration_s,
+        "phonemes": [asdict(p) for p in phonemes],
+        "words": [asdict(w) for w in words],
     }
 
 

@@ -285,3 +285,17 @@ def test_unbalanced_emphasis_is_dropped_with_a_warning(script: str, note: str) -
 def test_words_that_only_look_like_markup_are_read() -> None:
     parsed = parse_script("Breaking news [Breaking] from the break room: a < b and 5 * 3.")
     assert "[Breaking]" in parsed.spoken_text and "break room" in parsed.spoken_text and "a < b" in parsed.spoken_text
+
+
+def test_sections_are_whole_sentences_the_first_one_short() -> None:
+    from studio.speech.registry import sections
+
+    sentence = "The council met tonight and approved the budget for the parks, the libraries and the pools."
+    script = "[pause 1s] Good evening. " + " ".join([sentence] * 12)
+    plan = plan_script(script, "piper:joe", "en-US", 0.1)
+    parts = sections(plan, first_words=1, words=40)
+    assert [p for s in parts for p in s.pieces] == list(plan.pieces)  # every piece once, in order
+    assert [p.text.text for p in parts[0].pieces] == ["Good evening."]
+    assert parts[0].lead_in_s == 1.0 and all(s.lead_in_s == 0.0 for s in parts[1:])
+    assert all(not s.pieces[-1].cut_inside_sentence for s in parts)
+    assert all(40 <= sum(len(p.text.text.split()) for p in s.pieces) < 40 + 16 for s in parts[1:-1])
