@@ -88,7 +88,8 @@ def stream_outputs(urls, block: bool = False, allow_remote: bool = False) -> lis
 
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="main.py", description="NewsStudio: a lip-synced news presenter from one portrait photo.")
-    p.add_argument("-v", "--verbose", action="store_true", help="log details to stderr too")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log at DEBUG, on stderr too (the level alone: NEWSSTUDIO_LOG_LEVEL=DEBUG)")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     gui = sub.add_parser("gui", help="open the studio window (the default)")

@@ -1,5 +1,10 @@
 """Logging to a rotating file in the user's data folder (and warnings to stderr), which can never fail loudly.
 
+Levels: the studio's own loggers (``studio.*``) log at INFO; ``--verbose`` or ``NEWSSTUDIO_LOG_LEVEL=DEBUG`` (also
+INFO, WARNING, ERROR) changes that (``--verbose`` also shows them on stderr). Every other library's loggers
+(websockets, asyncio, PIL, matplotlib, numba, ray, ...) reach the file and the console at WARNING and above only, so
+that a chatty library cannot rotate the studio's own history out of the log.
+
 A log file that cannot be written (a full disk, a read-only or vanished data folder) must not disturb a run: the
 standard library's handlers print a "--- Logging error ---" traceback for every record they fail to write. Here the
 file handler says so once, in one line on stderr, and then drops file records (counted in ``dropped_records``) for
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import sys
 import threading
 from pathlib import Path
@@ -17,6 +23,11 @@ from pathlib import Path
 from studio.paths import data_dir
 
 _CONFIGURED = False
+PROJECT_LOGGER = "studio"
+LEVEL_ENV = "NEWSSTUDIO_LOG_LEVEL"
+DEFAULT_LEVEL = logging.INFO
+THIRD_PARTY_LEVEL = logging.WARNING
+_LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR}
 _FILE_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
 LOG_MAX_BYTES = 2_000_000
 LOG_BACKUPS = 3
@@ -77,6 +88,29 @@ class QuietStreamHandler(logging.StreamHandler):
         return
 
 
+class ThirdPartyFilter(logging.Filter):
+    """Passes the studio's records at any level and other libraries' records from ``THIRD_PARTY_LEVEL`` up (a library
+    that sets its own logger's level, as ray does, is held back here too)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        return (record.levelno >= THIRD_PARTY_LEVEL or name == PROJECT_LOGGER
+                or name.startswith(PROJECT_LOGGER + "."))
+
+
+def project_level(verbose: bool = False) -> tuple[int, str | None]:
+    """The level of the studio's loggers, and a warning when ``NEWSSTUDIO_LOG_LEVEL`` cannot be read."""
+    if verbose:
+        return logging.DEBUG, None
+    asked = os.environ.get(LEVEL_ENV, "").strip().upper()
+    if not asked:
+        return DEFAULT_LEVEL, None
+    if asked in _LEVELS:
+        return _LEVELS[asked], None
+    return DEFAULT_LEVEL, (f"warning: {LEVEL_ENV}={asked!r} is not a level: use one of {', '.join(_LEVELS)}; "
+                           "logging at INFO.\n")
+
+
 def file_handler(path: Path) -> SafeFileHandler:
     """The log file handler for ``path`` with the studio's format."""
     handler = SafeFileHandler(path)
@@ -85,7 +119,8 @@ def file_handler(path: Path) -> SafeFileHandler:
 
 
 def setup_logging(verbose: bool = False) -> SafeFileHandler | None:
-    """Configure the root logger once: DEBUG to ``<data>/logs/studio.log`` (rotating), WARNING+ to stderr.
+    """Configure logging once (see the module docstring): the studio's records at INFO (DEBUG with ``verbose``) to
+    ``<data>/logs/studio.log`` (rotating), WARNING+ to stderr (everything with ``verbose``).
 
     Returns the file handler (None where the log folder cannot be made: one warning on stderr, the run goes on).
     """
@@ -93,16 +128,23 @@ def setup_logging(verbose: bool = False) -> SafeFileHandler | None:
     if _CONFIGURED:
         return None
     _CONFIGURED = True
+    level, problem = project_level(verbose)
+    if problem is not None:
+        sys.stderr.write(problem)
     root = logging.getLogger()
-    root.setLevel(logging.DEBUG)
+    root.setLevel(THIRD_PARTY_LEVEL)
+    logging.getLogger(PROJECT_LOGGER).setLevel(level)
+    only_ours = ThirdPartyFilter()
     console = QuietStreamHandler()
     console.setLevel(logging.DEBUG if verbose else logging.WARNING)
     console.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    console.addFilter(only_ours)
     handler: SafeFileHandler | None = None
     try:
         log_dir = data_dir() / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         handler = file_handler(log_dir / "studio.log")
+        handler.addFilter(only_ours)
         root.addHandler(handler)
     except OSError as exc:
         sys.stderr.write(f"warning: cannot create the log folder ({_one_line(exc)}); file logging is off for this "

@@ -5,7 +5,11 @@ header: a WAV claiming 1 Hz would otherwise decode for minutes), a claimed lengt
 size cap is refused at once with one line that says what to do. Decoding streams (``stream_audio``) in blocks of
 about a second, so memory stays bounded for a file of any length and progress moves with the decoded time:
 - the channels are averaged into mono here, in float32 (a file whose channels cancel, L = -R, falls back to its first
-  channel with a warning);
+  channel with a warning); a channel that has stayed silent (more than 40 dB under the loudest) is left out of the
+  mix, so that a mono microphone recorded into one side of a stereo file keeps its level (with a warning naming it);
+- a DC offset (a mean level over ``DC_OFFSET_LEVEL`` in a block) is removed from then on by a first-order high-pass
+  at ``DC_CUTOFF_HZ``, which keeps every sample (the timeline's length is unchanged); a recording without one is
+  not filtered;
 - the program audio is 48 kHz (broadcast): a 48 kHz recording passes through untouched, any other rate is resampled
   by FFmpeg's swresample; the analysis audio (the motion models' input) is 16 kHz;
 - clipping (more than 0.1 % of samples at full scale) and near-silence are reported in ``AudioStats``; ``load_audio``
@@ -41,6 +45,9 @@ MIN_SECONDS = 0.1
 SILENCE_PEAK = 10 ** (-60 / 20)  # -60 dBFS: nothing a listener or a motion model can use
 CLIP_LEVEL = 0.999
 CLIP_SHARE = 0.001
+DEAD_CHANNEL_RATIO = 10 ** (-40 / 20)  # a channel this far under the loudest one adds nothing but halves the level
+DC_OFFSET_LEVEL = 10 ** (-54 / 20)  # a block mean over this (0.2 % of full scale) is an offset, not speech
+DC_CUTOFF_HZ = 5.0
 
 Progress = Callable[[float, str], None]
 
@@ -65,6 +72,9 @@ class AudioStats:
     peak: float = 0.0
     n_clipped: int = 0
     cancelled_channels: bool = False  # the channels cancelled in the mix: the first channel was used
+    channel_peaks: np.ndarray | None = None  # per channel, so far
+    silent_channels: tuple[int, ...] = ()  # left out of the mix (0-based), as of the last block
+    dc_offset: float = 0.0  # the mean level of the first block found with an offset (0: none, nothing filtered)
 
     @property
     def clipped_share(self) -> float:
@@ -182,10 +192,46 @@ class _MonoResampler:
         return np.concatenate(out).astype(np.float32, copy=False) if out else np.zeros(0, np.float32)
 
 
+class _DcBlocker:
+    """A first-order high-pass (y[n] = x[n] - x[n-1] + r y[n-1]) switched on by the first block with a DC offset;
+    until then the samples pass untouched. Its state carries from block to block; it starts as if the offset had
+    always been there, so that switching it on makes no click."""
+
+    def __init__(self, rate_hz: int, stats: AudioStats) -> None:
+        self.r = math.exp(-2 * math.pi * DC_CUTOFF_HZ / rate_hz)
+        self.stats = stats
+        self.zi: np.ndarray | None = None
+
+    def __call__(self, mono: np.ndarray) -> np.ndarray:
+        if mono.size == 0:
+            return mono
+        if self.zi is None:
+            mean = float(mono.mean(dtype=np.float64))
+            if abs(mean) <= DC_OFFSET_LEVEL:
+                return mono
+            self.stats.dc_offset = mean
+            self.zi = np.array([-self.r * mean])  # the state after a constant input of ``mean`` (output 0)
+        from scipy.signal import lfilter
+
+        y, self.zi = lfilter([1.0, -1.0], [1.0, -self.r], mono.astype(np.float64), zi=self.zi)
+        return y.astype(np.float32)
+
+
 def _downmix(planes: np.ndarray, stats: AudioStats) -> np.ndarray:
-    """channels x N float -> N mono float32 (the mean; the first channel where the channels cancel)."""
+    """channels x N float -> N mono float32 (the mean of the channels that are not silent; the first channel where
+    the channels cancel)."""
     if planes.shape[0] == 1:
         return planes[0].astype(np.float32, copy=False)
+    if planes.shape[1]:
+        peaks = np.abs(planes).max(axis=1)
+        stats.channel_peaks = peaks if stats.channel_peaks is None else np.maximum(stats.channel_peaks, peaks)
+        loudest = float(stats.channel_peaks.max())
+        live = stats.channel_peaks > max(SILENCE_PEAK, loudest * DEAD_CHANNEL_RATIO)
+        stats.silent_channels = tuple(int(i) for i in np.flatnonzero(~live)) if loudest > SILENCE_PEAK else ()
+        if stats.silent_channels:
+            planes = planes[live]
+            if planes.shape[0] == 1:
+                return planes[0].astype(np.float32, copy=False)
     mono = planes.mean(axis=0, dtype=np.float64).astype(np.float32)
     loud = float(np.abs(planes).max()) if planes.size else 0.0
     if loud > SILENCE_PEAK and float(np.abs(mono).max()) < 0.05 * loud:
@@ -209,6 +255,7 @@ def stream_audio(path: Path | str, progress: Progress | None = None, max_seconds
     rate = info.source_rate_hz
     to_program = _MonoResampler(rate, PROGRAM_RATE_HZ)
     to_analysis = _MonoResampler(rate, ANALYSIS_RATE_HZ)
+    dc_block = _DcBlocker(rate, stats)
     block_n = max(1, int(block_s * rate))
     pending: list[np.ndarray] = []
     pending_n = 0
@@ -243,7 +290,7 @@ def stream_audio(path: Path | str, progress: Progress | None = None, max_seconds
                 if pending_n >= block_n:
                     mono = np.concatenate(pending)
                     pending, pending_n = [], 0
-                    mono = np.clip(mono, -1.0, 1.0)
+                    mono = np.clip(dc_block(mono), -1.0, 1.0)
                     block = AudioBlock(to_program(mono), to_analysis(mono), done_n / rate)
                     done_n += mono.size
                     yield block
@@ -254,7 +301,7 @@ def stream_audio(path: Path | str, progress: Progress | None = None, max_seconds
                     if fraction - last_report >= 0.01:
                         last_report = fraction
                         report(fraction, f"read {_hms(done_n / rate)} of {name}")
-            tail = np.clip(np.concatenate(pending), -1.0, 1.0) if pending else np.zeros(0, np.float32)
+            tail = np.clip(dc_block(np.concatenate(pending)), -1.0, 1.0) if pending else np.zeros(0, np.float32)
             start_s = done_n / rate
             done_n += tail.size
             last = AudioBlock(np.concatenate([to_program(tail), to_program(None)]),
@@ -305,6 +352,13 @@ def load_audio(path: Path | str, progress: Progress | None = None,
     if stats.cancelled_channels:
         warnings.append(f"{name}'s channels cancel each other when mixed (one is inverted): its first channel is "
                         "used.")
+    if stats.silent_channels:
+        dead = ", ".join(str(i + 1) for i in stats.silent_channels)
+        used = ", ".join(str(i + 1) for i in range(info.channels) if i not in stats.silent_channels)
+        warnings.append(f"{name}: channel {dead} of {info.channels} is silent; the speech is taken from channel "
+                        f"{used} alone, at its own level.")
+    if stats.dc_offset:
+        log.info("%s has a DC offset of %.4f: removed (high-pass at %g Hz)", name, stats.dc_offset, DC_CUTOFF_HZ)
     for text in warnings:
         log.warning("%s", text)
     return DecodedAudio(program.array(), analysis.array(), info.source_rate_hz, duration, info.channels,

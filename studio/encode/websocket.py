@@ -21,9 +21,13 @@ The server (the ``websockets`` library, asyncio on its own thread) serves, on on
   (HLS-like file delivery, each segment served once it is complete; ``N.bin`` waits for segment N), so that the page
   can measure what file-based delivery costs against the push of single access units (``?delivery=segments``).
 
-No network exposure by default: it binds 127.0.0.1; another address needs ``allow_remote=True`` and logs a warning.
-Requests whose Host or Origin is not this server's are refused (403): another web site cannot read the stream, and
-DNS rebinding cannot reach it. Each viewer has a bounded queue: a slow one drops video up to the next keyframe.
+No network exposure by default: it binds 127.0.0.1; another address needs ``allow_remote=True`` (the command line's
+``--stream-allow-remote``, the Outputs panel's "reachable from other machines") and logs a warning. Requests whose
+Host or Origin is not this server's are refused (403): another web site cannot read the stream, and DNS rebinding
+cannot reach it. Each viewer has a bounded queue: a slow one drops video up to the next keyframe. At most
+``max_viewers`` sockets watch at once: one more gets HTTP 503 (or, in a race, close code 1013 "try again later"); a
+connection that does not finish its handshake within ``handshake_timeout_s`` is closed, so idle sockets cannot hold
+the server.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class WebSocketSettings:
     max_queue_frames: int = 25  # per viewer: about one second at 25 fps
     segment_s: float = 0.0  # > 0: also serve file segments of about this length (delivery comparison)
     segments_kept: int = field(default=8)
+    max_viewers: int = 16  # sockets on /ws at once (pages watching, or sending stats); one more is refused (503)
+    handshake_timeout_s: float = 5.0  # a connection that has not finished its handshake by then is closed
 
 
 def is_loopback(host: str) -> bool:
@@ -110,9 +116,12 @@ class WebSocketServer:
         if not is_loopback(s.host):
             if not s.allow_remote:
                 raise InputError(f"Binding the WebSocket server to {s.host} exposes the stream to the network: "
-                                 "use 127.0.0.1, or allow it explicitly (allow_remote).")
+                                 "use 127.0.0.1, or allow it explicitly (--stream-allow-remote on the command "
+                                 "line, \"reachable from other machines\" in the Outputs panel).")
             log.warning("the WebSocket server binds %s: anyone who reaches this address can watch the program",
                         s.host)
+        if s.max_viewers < 1:
+            raise InputError(f"max_viewers is {s.max_viewers}: allow at least one viewer.")
         self.port = s.port
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server = None
@@ -127,6 +136,7 @@ class WebSocketServer:
         self._reports_lock = threading.Lock()
         self.published = 0
         self.viewer_drops = 0
+        self.viewers_refused = 0  # sockets turned away because max_viewers were watching
         self.on_viewer_joined = None  # called (on the server's thread) when a viewer needs a keyframe
         self._last_key_request = 0.0
         # file segments (segment_s > 0)
@@ -171,7 +181,8 @@ class WebSocketServer:
         self._seg_cond = asyncio.Condition()
         self._stop = asyncio.Event()
         async with serve(self._handle, self.settings.host, self.settings.port, process_request=self._http,
-                         origins=None, max_size=2**16, compression=None) as server:
+                         origins=None, max_size=2**16, compression=None,
+                         open_timeout=self.settings.handshake_timeout_s) as server:
             self._server = server
             self.port = server.sockets[0].getsockname()[1]
             self._ready.set()
@@ -219,6 +230,10 @@ class WebSocketServer:
             return connection.respond(403, f"Forbidden: {why}\n")
         path = urllib.parse.urlsplit(request.path).path
         if path == "/ws":
+            if len(self._viewers) >= self.settings.max_viewers:
+                self.viewers_refused += 1
+                log.warning("WebSocket server: a viewer refused, %d are watching (max_viewers)", len(self._viewers))
+                return connection.respond(503, f"Service Unavailable: {self._full()}\n")
             return None  # the WebSocket handshake goes on
         if path in ("/", "/index.html", "/player.js"):
             f = WEB_DIR / ("index.html" if path != "/player.js" else "player.js")
@@ -265,6 +280,10 @@ class WebSocketServer:
         if origin is not None and origin not in self._allowed_origins():
             await ws.close(1008, "origin refused")
             return
+        if len(self._viewers) >= self.settings.max_viewers:  # several handshakes passed the check at once
+            self.viewers_refused += 1
+            await ws.close(1013, self._full()[:120])
+            return
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(ws.request.path).query)
         viewer = _Viewer(ws, media=query.get("media", ["1"])[0] != "0")
         self._viewers.add(viewer)
@@ -282,6 +301,9 @@ class WebSocketServer:
             self._viewers.discard(viewer)
             self._media_viewers -= viewer.media
             sender.cancel()
+
+    def _full(self) -> str:
+        return f"this stream has its {self.settings.max_viewers} viewers; try again when one leaves"
 
     def _take_report(self, text: str) -> None:
         try:

@@ -71,7 +71,7 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     from studio.encode.recorder import RecorderOutput
     from studio.pipeline.factory import make_core
     from studio.pipeline.motion import ProgramMotion
-    from studio.pipeline.sources import ProgramSource, item_from_audio, item_from_utterance
+    from studio.pipeline.sources import ProgramSource, item_from_audio
     from studio.presenter.anchor import build_anchor
 
     if (req.text is None) == (req.audio_path is None):
@@ -86,15 +86,21 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
 
     t0 = time.perf_counter()
     yield RenderProgress("speech", 0.0, "synthesizing speech" if req.text is not None else "reading the audio")
-    utt: Utterance | None = None
     on_air = OnAir(title=req.title)
     warnings: tuple[str, ...] = ()
-    if req.text is not None:
-        from studio.speech import synthesize
+    feed = None
+    if req.text is not None:  # spoken section by section while the render runs (studio.pipeline.speech_feed)
+        from studio.pipeline.speech_feed import SpeechFeed
 
-        utt = synthesize(req.text, req.voice, sample_rate_hz=48000)
-        warnings = tuple(getattr(utt, "warnings", ()))
-        item = item_from_utterance(utt, on_air)
+        feed = SpeechFeed(req.text, req.voice, on_air)
+        feed.start()
+        item = None
+        while item is None:
+            item = feed.wait_first(0.25)
+            if abort():
+                feed.cancel()
+                raise StudioError("Render cancelled.")
+        warnings = feed.warnings
     else:
         from studio.audio.io import load_audio
 
@@ -110,6 +116,8 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     t0 = time.perf_counter()
     s = req.core
     source = ProgramSource([item])
+    if feed is not None:
+        feed.attach(source)
     motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
     recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
                               settings=_render_encode_settings(s))
@@ -148,13 +156,17 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         while not done.wait(0.1):
             if abort():
                 stop.set()
-            p = source.progress()
-            if not math.isnan(p) and p - last >= 0.01:
+            if feed is not None and feed.error is not None:
+                stop.set()
+            p, message = _render_progress(source, feed)
+            if not math.isnan(p) and abs(p - last) >= 0.01:
                 last = p
-                yield RenderProgress("render", p, f"frame {source.next_slot}/{source.total_slots}")
+                yield RenderProgress("render", p, message)
         thread.join()
         if box_err:
             raise box_err[0]
+        if feed is not None and feed.error is not None:
+            raise feed.error
         if stop.is_set():
             raise StudioError("Render cancelled.")
         yield RenderProgress("render", 1.0, f"frame {source.total_slots}/{source.total_slots}")
@@ -165,6 +177,8 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         stage["finish"] = time.perf_counter() - t1
     except BaseException:
         stop.set()
+        if feed is not None:
+            feed.cancel()
         thread.join(timeout=30)
         recorder.abort()
         for st in req.streams:
@@ -174,11 +188,22 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     stage["render"] = time.perf_counter() - t0
     report = core._last_report
     core.pool.close()
-    if req.timings_path is not None and utt is not None:
-        write_timings(req.timings_path, utt)
     n = source.total_slots
+    if req.timings_path is not None and feed is not None:
+        feed.write_timings(req.timings_path, n / s.fps)
     return RenderResult(out_path=out, n_frames=n, fps=s.fps, audio_duration_s=n / s.fps, stage_s=stage,
                         device=s.device, report=report, warnings=warnings)
+
+
+def _render_progress(source, feed) -> tuple[float, str]:
+    """The render's share done, and what to say; while the script is still being spoken, the whole length is
+    estimated from the share spoken so far."""
+    if feed is None or feed.done:
+        return source.progress(), f"frame {source.next_slot}/{source.total_slots}"
+    spoken = max(feed.fraction, 1e-3)
+    estimate = max(source.total_slots, round(source.total_slots / spoken))
+    return (min(0.99, source.next_slot / max(1, estimate)),
+            f"frame {source.next_slot} of about {estimate} ({spoken:.0%} of the script spoken)")
 
 
 def _render_encode_settings(s: CoreSettings):

@@ -1,10 +1,12 @@
 """Sources of the core: what is said and when.
 
 - ``ProgramSource``: program items (text-to-speech or audio files) placed on one timeline. Offline (``render``,
-  ``bench``: no clock) it hands out consecutive chunks until the last item ends. In the studio it runs against the
-  program clock (the sound card's playback position, or the monotonic clock when there is none): it idles when
-  nothing is scheduled, renders a little ahead of the clock, and skips slots (counted as dropped) when the loop falls
-  behind rather than drift. Items are scheduled while it runs (``schedule``); ``cut`` stops speech.
+  ``bench``: no clock) it hands out consecutive chunks until the last item ends; while ``feeding`` (a long script
+  spoken section by section as the render runs) it waits for the next item instead of ending, and forgets the items
+  and audio it has handed out, so memory holds a few sections whatever the script's length. In the studio it runs
+  against the program clock (the sound card's playback position, or the monotonic clock when there is none): it
+  idles when nothing is scheduled, renders a little ahead of the clock, and skips slots (counted as dropped) when the
+  loop falls behind rather than drift. Items are scheduled while it runs (``schedule``); ``cut`` stops speech.
 - ``MicSource``: the microphone. Session time runs in samples of the capture ring's rate (``session = ring +
   offset``); slot ``k`` shows session time ``k / fps`` and falls due once the ring holds ``lead`` of audio after it
   (the motion source's look-ahead, ``Pacing.lead_s``). Every ring sample is read once: the program audio is the
@@ -118,6 +120,8 @@ class ProgramSource(Source):
         self.fmt: ProgramFormat | None = None
         self._pending = list(items or [])
         self.total_slots = 0
+        self._feeding = False  # offline: more items are coming (``feed`` / ``fed``)
+        self._streamed = False  # was fed: handed-out items are pruned
 
     # scheduling (any thread)
 
@@ -159,6 +163,22 @@ class ProgramSource(Source):
             self.total_slots = max(self.total_slots, item.end_slot)
             self._cv.notify_all()
         return item
+
+    def feed(self) -> None:
+        """Offline: items will be scheduled while the loop runs; wait for them rather than end (``fed`` ends)."""
+        with self._cv:
+            self._feeding = True
+            self._streamed = True
+
+    def fed(self) -> None:
+        """No more items: the loop ends after the last one scheduled."""
+        with self._cv:
+            self._feeding = False
+            self._cv.notify_all()
+
+    @property
+    def feeding(self) -> bool:
+        return self._feeding
 
     def _sample(self, slot: int, rate: int) -> int:
         fps = self.fmt.fps if self.fmt else 25.0
@@ -216,7 +236,9 @@ class ProgramSource(Source):
         k = max(1, pace.max_frames)
         skipped = 0
         if not self.live:
-            with self._lock:
+            with self._cv:
+                while self._feeding and self.next_slot + k > self.total_slots and not pace.stop.is_set():
+                    self._cv.wait(0.1)
                 end = self.total_slots
             if self.next_slot >= end and not self.endless:
                 return None
@@ -253,6 +275,8 @@ class ProgramSource(Source):
                       on_air=item.on_air if item is not None else OnAir(), skipped=skipped,
                       seg_start=seg_start or self._chunks == 0, created_ns=time.monotonic_ns(), items=items)
         self._chunks += 1
+        if self._streamed:  # a fed render: what was handed out is not read again
+            self.prune(max(0, first - round(2 * fps)))
         return chunk
 
 

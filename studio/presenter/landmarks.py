@@ -11,6 +11,7 @@ image's pixels.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -41,7 +42,9 @@ CHEEK_LEFT, CHEEK_RIGHT = 234, 454
 MOUTH_LEFT, MOUTH_RIGHT = 61, 291
 N_LANDMARKS = 478
 
+log = logging.getLogger(__name__)
 _MP_LOCK = threading.Lock()
+MAX_FACES = 4  # faces the mesh looks for in one image (the largest is used)
 MIN_TILE_PX = 320  # the smallest search tile (the full-range detector finds faces down to ~7 % of a tile)
 TRACE_FACE_PX = 220  # the mesh is traced on a crop scaled so that the face is about this wide
 DETECTION_SCORE = 0.5  # candidates to trace (the mesh confirms them)
@@ -66,8 +69,9 @@ def _quiet_native_stderr() -> Iterator[None]:
         os.close(devnull)
 
 
-def detect_landmarks(image: np.ndarray) -> np.ndarray | None:
-    """478 x 3 landmarks of the most prominent face in ``image`` (H x W x 3 uint8 RGB), or None.
+def detect_landmarks(image: np.ndarray, say_faces: bool = False) -> np.ndarray | None:
+    """478 x 3 landmarks of the largest face in ``image`` (H x W x 3 uint8 RGB), or None; with ``say_faces``, a
+    photo with several faces is said so in a warning naming the one used.
 
     x, y are pixels; z is MediaPipe's relative depth scaled to pixels like x (smaller = nearer the camera).
     """
@@ -78,7 +82,7 @@ def detect_landmarks(image: np.ndarray) -> np.ndarray | None:
 
         with _MP_LOCK, _quiet_native_stderr():
             with mp.solutions.face_mesh.FaceMesh(
-                static_image_mode=True, refine_landmarks=True, max_num_faces=1, min_detection_confidence=0.5
+                static_image_mode=True, refine_landmarks=True, max_num_faces=MAX_FACES, min_detection_confidence=0.5
             ) as mesh:
                 result = mesh.process(np.ascontiguousarray(image))
     except Exception as exc:  # MediaPipe raises plain RuntimeError/ValueError from its graph
@@ -86,8 +90,30 @@ def detect_landmarks(image: np.ndarray) -> np.ndarray | None:
     if not result.multi_face_landmarks:
         return None
     h, w = image.shape[:2]
-    pts = np.array([[p.x * w, p.y * h, p.z * w] for p in result.multi_face_landmarks[0].landmark], np.float32)
+    faces = [np.array([[p.x * w, p.y * h, p.z * w] for p in f.landmark], np.float32)
+             for f in result.multi_face_landmarks]
+    widths = [float(np.linalg.norm(f[CHEEK_LEFT, :2] - f[CHEEK_RIGHT, :2])) for f in faces]
+    pts = faces[int(np.argmax(widths))]
+    if say_faces:
+        _say_faces(len(faces), pts)
     return pts
+
+
+def _say_faces(n: int, pts: np.ndarray) -> None:
+    if n > 1:
+        width = float(np.linalg.norm(pts[CHEEK_LEFT, :2] - pts[CHEEK_RIGHT, :2]))
+        log.warning("This portrait shows %d faces: the presenter is the one around x=%.0f, y=%.0f (%.0f px wide); "
+                    "crop the photo to the one you want.", n, pts[:, 0].mean(), pts[:, 1].mean(), width)
+
+
+def _distinct_faces(found: list[tuple[float, tuple[float, ...]]]) -> int:
+    """How many faces the detections are (overlapping tiles see one face several times)."""
+    kept: list[tuple[float, ...]] = []
+    for _, (x, y, w, h) in found:
+        cx, cy = x + w / 2, y + h / 2
+        if not any(abs(cx - (kx + kw / 2)) < kw / 2 and abs(cy - (ky + kh / 2)) < kh / 2 for kx, ky, kw, kh in kept):
+            kept.append((x, y, w, h))
+    return len(kept)
 
 
 def person_mask(image: np.ndarray) -> np.ndarray:
@@ -190,14 +216,16 @@ def _trace_on_crop(image: np.ndarray, box: tuple[float, ...]) -> np.ndarray | No
 def find_face(image: np.ndarray) -> FaceSearch:
     """The most prominent face at any size (see the module docstring). ``landmarks`` is None when none was traced;
     ``box`` then holds a face the detector was sure of (score >= ``CONFIDENT_SCORE``) but the mesh could not trace."""
-    pts = detect_landmarks(image)
+    pts = detect_landmarks(image, say_faces=True)
     if pts is not None:
         return FaceSearch(pts, None, 1.0, "whole image")
     untraced: tuple[float, tuple[float, ...]] | None = None
     for side in tile_sides(*image.shape[:2]):
-        for score, box in detect_faces(image, side)[:3]:
+        faces = detect_faces(image, side)
+        for score, box in faces[:3]:
             pts = _trace_on_crop(image, box)
             if pts is not None:
+                _say_faces(_distinct_faces(faces), pts)
                 return FaceSearch(pts, tuple(box), score, "tile search")  # type: ignore[arg-type]
             if score >= CONFIDENT_SCORE and (untraced is None or score > untraced[0]):
                 untraced = (score, box)

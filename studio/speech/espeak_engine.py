@@ -19,6 +19,7 @@ import numpy as np
 
 from studio.errors import ModelLoadError, SpeechError
 from studio.speech.settings import SpeechSettings
+from studio.speech.timings import share_span, text_words
 from studio.speech.types import PhonemeTiming, Utterance, VoiceInfo, WordTiming
 
 log = logging.getLogger(__name__)
@@ -188,16 +189,37 @@ def _phone_timings(events: list[_Raw], n_samples: int, rate: int) -> tuple[Phone
 def _word_timings(
     text: str, events: list[_Raw], phones: tuple[PhonemeTiming, ...], rate: int
 ) -> tuple[WordTiming, ...]:
-    """A word lasts from its WORD event to the end of the last (non-pause) phone before the next word."""
-    words = [ev for ev in events if ev.kind == _EV_WORD and ev.length > 0]
-    out = []
-    for i, ev in enumerate(words):
+    """A word event lasts from its sample to the end of the last (non-pause) phone before the next event; every text
+    word takes the events that start inside it, and a word eSpeak spoke together with the one before ("from the")
+    shares that word's time."""
+    events = [ev for ev in events if ev.kind == _EV_WORD and ev.length > 0]
+    timed: list[tuple[int, float, float]] = []  # (char position, start_s, end_s) of the events with phones
+    for i, ev in enumerate(events):
         start_s = ev.sample / rate
-        next_s = words[i + 1].sample / rate if i + 1 < len(words) else float("inf")
+        next_s = events[i + 1].sample / rate if i + 1 < len(events) else float("inf")
         spoken = [p for p in phones if start_s - 1e-9 <= p.start_s < next_s and p.phoneme != SILENCE_PHONE]
-        if not spoken:
-            continue
-        cs = ev.text_position - 1
-        ce = min(len(text), cs + ev.length)
-        out.append(WordTiming(text[cs:ce], spoken[0].start_s, spoken[-1].end_s, cs, ce))
+        if spoken:
+            timed.append((ev.text_position - 1, spoken[0].start_s, spoken[-1].end_s))
+    words = text_words(text)
+    if not timed or not words:
+        return ()
+    # each text word's events: those whose position lies from its start to the next word's start
+    spans: list[tuple[float, float] | None] = []
+    for k, (_, cs, _) in enumerate(words):
+        limit = words[k + 1][1] if k + 1 < len(words) else len(text) + 1
+        mine = [(s, e) for pos, s, e in timed if cs <= pos < limit or (k == 0 and pos < cs)]
+        spans.append((min(s for s, _ in mine), max(e for _, e in mine)) if mine else None)
+    out: list[WordTiming] = []
+    k = 0
+    while k < len(words):
+        j = k + 1
+        while j < len(words) and spans[j] is None:  # spoken together with word k
+            j += 1
+        group, span = words[k:j], spans[k]
+        if span is None:  # words before the first timed one: they share its time
+            if j == len(words):
+                break
+            group, span, j = words[k:j + 1], spans[j], j + 1
+        out.extend(share_span(span[0], span[1], group))
+        k = j
     return tuple(out)

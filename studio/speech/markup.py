@@ -8,7 +8,11 @@ Pauses (silence added to the voice's own phrasing; at most ``MAX_PAUSE_S`` each)
 Emphasis (the words are spoken about 4 dB louder; the voices here cannot change pitch on request):
     *these words*      between asterisks (inside one line); also <emphasis>these words</emphasis>
 Any other tag written like SSML (``<speak>``, ``<prosody rate="slow">``, ``</p>``) is dropped with a warning rather
-than read out; a stray asterisk is dropped too. Everything else is read as written.
+than read out; a stray asterisk, an ``<emphasis>`` never closed and a ``</emphasis>`` never opened are dropped too
+(no stress, one warning). A pause that cannot be read (``[pause -3s]``, ``[pause abc]``, ``[-3s]``, ``[pause 2s``
+with no closing bracket, ``<break time="x"/>``) or is longer than ``MAX_PAUSE_S`` is refused with one line naming it,
+and so is a tag left open (``<break time="1s"`` with no ``>``): markup is never read aloud. Everything else is read as
+written.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ DEFAULT_PAUSE_S = 0.5
 MAX_PAUSE_S = 10.0
 _STRENGTH_S = {"none": 0.0, "x-weak": 0.1, "weak": 0.2, "medium": 0.4, "strong": 0.7, "x-strong": 1.2}
 
+_SSML_NAMES = ("break", "emphasis", "speak", "prosody", "say-as", "phoneme", "sub", "voice", "audio", "mark", "lang")
 _TOKEN = re.compile(
     r"""
      (?P<pause>\[\s*(?:pause|break)(?:\s+(?P<pdur>\d+(?:\.\d+)?)\s*(?P<punit>ms|s|secs?|seconds?)?)?\s*\])
@@ -31,8 +36,10 @@ _TOKEN = re.compile(
     |(?P<emph_open><emphasis\b[^<>]*>)
     |(?P<emph_close></emphasis\s*>)
     |(?P<tag></?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>)
+    |(?P<bad_pause>\[\s*(?:pause|break)\b[^\[\]\n]*\]?|\[\s*[-+]\s*\d[^\[\]\n]*\])
+    |(?P<open_tag></?(?:SSML_NAMES)\b[^<>\n]*)
     |(?P<star>\*)
-    """,
+    """.replace("SSML_NAMES", "|".join(_SSML_NAMES)),
     re.IGNORECASE | re.VERBOSE,
 )
 _STAR_PAIR = re.compile(r"(?<![\w*])\*(?=[^\s*])[^*\n]*?(?<=[^\s*])\*(?![\w*])")
@@ -87,9 +94,18 @@ def _ssml_break(attrs: str, source: str) -> float:
     return DEFAULT_PAUSE_S
 
 
+def _refuse(kind: str, source: str) -> None:
+    source = source.strip() if len(source.strip()) <= 40 else source.strip()[:39] + "…"
+    if kind == "bad_pause":
+        raise SpeechError(f"Cannot read the pause {source}: write it as [pause], [pause 1s] or [pause 300ms] "
+                          f"(from 0 to {MAX_PAUSE_S:g} s).")
+    raise SpeechError(f"The markup {source} is not closed: end it with > (e.g. <break time=\"1s\"/>), or "
+                      "remove it.")
+
+
 def parse_script(script: str) -> ParsedScript:
     """Split ``script`` into text to speak and pauses; collect emphasis spans. Raises SpeechError for a pause that is
-    too long or unreadable."""
+    too long or unreadable, or a tag left open."""
     stars = set()
     for m in _STAR_PAIR.finditer(script):
         stars.update((m.start(), m.end() - 1))
@@ -117,6 +133,8 @@ def parse_script(script: str) -> ParsedScript:
         last = m.end()
         kind = m.lastgroup
         source = m.group(0)
+        if kind in ("bad_pause", "open_tag"):
+            _refuse(kind, source)
         if kind == "pause":
             seconds = _seconds(m.group("pdur"), m.group("punit"), source) if m.group("pdur") else DEFAULT_PAUSE_S
         elif kind == "bare":
@@ -132,10 +150,14 @@ def parse_script(script: str) -> ParsedScript:
         # emphasis markers and other tags: no pause, but a word boundary where they stood between letters
         current.append(MappedText(" ", (m.start(),), (m.start(),)))
         if kind == "emph_open":
+            if open_tag is not None:
+                dropped.append("<emphasis> inside <emphasis>")
             open_tag = m.end()
         elif kind == "emph_close":
             if open_tag is not None:
                 emphasis.append((open_tag, m.start()))
+            else:
+                dropped.append("</emphasis> with no <emphasis> before it")
             open_tag = None
         elif kind == "star":
             if m.start() not in stars:
@@ -151,7 +173,7 @@ def parse_script(script: str) -> ParsedScript:
         current.append(MappedText.of(script[last:], last))
     flush()
     if open_tag is not None:
-        emphasis.append((open_tag, len(script)))
+        dropped.append("<emphasis> never closed")
     if dropped:
         shown = ", ".join(dict.fromkeys(dropped))
         warnings.append(f"Markup not understood and not read aloud: {shown} (see the script markup in the README).")

@@ -24,6 +24,7 @@ import numpy as np
 
 from studio.errors import ModelLoadError, SpeechError
 from studio.speech.settings import SpeechSettings
+from studio.speech.timings import text_words
 from studio.speech.types import PhonemeTiming, Utterance, VoiceInfo, WordTiming
 from studio.speech.visemes import is_vowel
 
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 SILENCE_PHONE = "_"
 _STRESS = {"ˈ": 1, "ˌ": 2}
 _BOUNDARY = {"^", "$"}
-_WORD_RE = re.compile(r"\S+")
-_EDGE_PUNCT = "\"'“”‘’«»()[]{}.,;:!?…—–-*/\\"
 
 
 @dataclass
@@ -159,20 +158,6 @@ def _is_phonetic(token: str) -> bool:
     return any(unicodedata.category(ch)[0] in ("L", "M") for ch in token)
 
 
-def _text_words(text: str) -> list[tuple[str, int, int]]:
-    """Words of the text with character offsets, edge punctuation stripped."""
-    words = []
-    for m in _WORD_RE.finditer(text):
-        s, e = m.start(), m.end()
-        while s < e and text[s] in _EDGE_PUNCT:
-            s += 1
-        while e > s and text[e - 1] in _EDGE_PUNCT:
-            e -= 1
-        if s < e:
-            words.append((text[s:e], s, e))
-    return words
-
-
 class PiperEngine:
     """The Piper engine with the voices whose packages are installed (``piper:joe``)."""
 
@@ -267,7 +252,7 @@ class PiperEngine:
                     b.cursor += delta
                 audio_parts.append(audio)
             n_words = b.word
-            counts = [self._word_count(voice_id, w) for w, _, _ in _text_words(text)]
+            counts = [self._word_count(voice_id, w) for w, _, _ in text_words(text)]
         audio = np.concatenate(audio_parts) if audio_parts else np.zeros(0, np.float32)
         phones = tuple(
             PhonemeTiming(p.symbol, p.start / rate, p.end / rate, p.stress) for p in b.phones if p.end > p.start
@@ -283,22 +268,38 @@ def _word_timings(text: str, phones: list[_Phone], n_words: int, counts: list[in
         if p.word >= 0:
             s, e = spans[p.word]
             spans[p.word] = (p.start if s < 0 else s, p.end)
-    text_words = _text_words(text)
-    if not text_words or n_words == 0:
+    words_ = text_words(text)
+    if not words_ or n_words == 0:
         return ()
     if sum(counts) != n_words:
-        # The text was phonemized differently in context: spread the phoneme words evenly over the text words.
+        # The text was phonemized differently in context ("from the" as one word): each text word takes its share of
+        # the phoneme words, fractions included, so that no spoken word is left without a timing.
         log.debug("word count mismatch (%d text -> %d phoneme words): proportional match", sum(counts), n_words)
-        counts = [0] * len(text_words)
-        for k in range(n_words):
-            counts[min(len(text_words) - 1, k * len(text_words) // n_words)] += 1
+        return _shared_timings(words_, counts, spans, n_words, rate)
     out = []
     k = 0
-    for (word, cs, ce), c in zip(text_words, counts):
+    for (word, cs, ce), c in zip(words_, counts):
         if c <= 0:
             continue
         s = spans[k][0]
         e = spans[k + c - 1][1]
         k += c
         out.append(WordTiming(word, s / rate, e / rate, cs, ce))
+    return tuple(out)
+
+
+def _shared_timings(words: list[tuple[str, int, int]], counts: list[int], spans: list[tuple[int, int]], n_words: int,
+                    rate: int) -> tuple[WordTiming, ...]:
+    weights = [max(c, 1) for c in counts]
+    total = sum(weights)
+
+    def at(x: float) -> float:  # the time at fractional phoneme word x (0 .. n_words)
+        k = min(int(x), n_words - 1)
+        s, e = spans[k]
+        return (s + (e - s) * min(1.0, x - k)) / rate
+
+    out, done = [], 0
+    for (word, cs, ce), w in zip(words, weights):
+        a, done = done, done + w
+        out.append(WordTiming(word, at(a * n_words / total), at(done * n_words / total), cs, ce))
     return tuple(out)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Callable, Protocol
 
 from studio.errors import SpeechError, StudioError, VoiceNotFoundError
@@ -17,6 +19,9 @@ from studio.speech.settings import SpeechSettings
 from studio.speech.types import Utterance, VoiceInfo
 
 log = logging.getLogger(__name__)
+
+FIRST_SECTION_WORDS = 1  # the first section: the first sentence
+SECTION_WORDS = 60  # later sections: whole sentences, about this many words (20 to 25 s of speech)
 
 
 class SpeechEngine(Protocol):
@@ -98,6 +103,69 @@ def check_request(text: str, voice: str | None = None, settings: SpeechSettings 
     return _voice_info(text, voice, settings).name
 
 
+def _speaker(info: VoiceInfo, settings: SpeechSettings) -> Callable[[str], Utterance]:
+    """One piece of text -> its utterance with ``info``'s voice (engine failures translated)."""
+    engine_name, _, voice_id = info.name.partition(":")
+    engine = _engine(engine_name)
+    assert engine is not None  # listed by _voice_info
+
+    def speak(text: str) -> Utterance:
+        try:
+            return engine.synthesize(text, voice_id, settings)
+        except StudioError:
+            raise
+        except Exception as exc:  # onnxruntime, ctypes, numpy: anything the engine did not foresee
+            raise SpeechError(f"The voice '{info.name}' failed to speak this script ({exc}); try another "
+                              "voice.") from exc
+
+    return speak
+
+
+def sections(plan: ScriptPlan, first_words: int = FIRST_SECTION_WORDS,
+             words: int = SECTION_WORDS) -> list[ScriptPlan]:
+    """``plan`` cut into consecutive plans of whole sentences: the first as short as a sentence allows (the first
+    frame comes soon), the others of about ``words`` spoken words (a long sentence stays whole)."""
+    out: list[ScriptPlan] = []
+    current: list = []
+    count = 0
+    for piece in plan.pieces:
+        current.append(piece)
+        count += len(piece.text.text.split())
+        if not piece.cut_inside_sentence and count >= (first_words if not out else words):
+            out.append(replace(plan, pieces=tuple(current), lead_in_s=plan.lead_in_s if not out else 0.0))
+            current, count = [], 0
+    if current:
+        out.append(replace(plan, pieces=tuple(current), lead_in_s=plan.lead_in_s if not out else 0.0))
+    return out
+
+
+def synthesize_sections(text: str, voice: str | None = None, settings: SpeechSettings | None = None,
+                        sample_rate_hz: int | None = None) -> Iterator[tuple[Utterance, float]]:
+    """Speak ``text`` as ``synthesize`` does, one section of whole sentences at a time (``sections``), yielding each
+    section's utterance (timings from the section's start; words on the whole script's characters) and the share of
+    the script spoken so far. Memory holds one section, whatever the script's length; the warnings come with the
+    first section and are logged once."""
+    settings = settings or SpeechSettings()
+    info = _voice_info(text, voice, settings)
+    plan = plan_script(text, info.name, info.language, settings.sentence_silence_s)
+    for warning in plan.warnings:
+        log.warning("%s", warning)
+    speak = _speaker(info, settings)
+    total = sum(len(p.text.text) for p in plan.pieces)
+    done = 0
+    parts_of = sections(plan)
+    log.info("%s: %d pieces in %d sections", info.name, len(plan.pieces), len(parts_of))
+    for k, section in enumerate(parts_of):
+        utt = join_pieces(text, section, [speak(piece.text.text) for piece in section.pieces], info.name,
+                          settings.peak_level)
+        if k:
+            utt = replace(utt, warnings=())
+        if sample_rate_hz is not None:
+            utt = resample_utterance(utt, sample_rate_hz)
+        done += sum(len(p.text.text) for p in section.pieces)
+        yield utt, done / max(1, total)
+
+
 def synthesize(text: str, voice: str | None = None, settings: SpeechSettings | None = None,
                sample_rate_hz: int | None = None) -> Utterance:
     """Speak ``text`` with ``voice`` (default: ``settings.default_voice``): audio plus phone and word timings.
@@ -108,19 +176,8 @@ def synthesize(text: str, voice: str | None = None, settings: SpeechSettings | N
     settings = settings or SpeechSettings()
     info = _voice_info(text, voice, settings)
     plan = plan_script(text, info.name, info.language, settings.sentence_silence_s)
-    engine_name, _, voice_id = info.name.partition(":")
-    engine = _engine(engine_name)
-    assert engine is not None  # listed above
-    parts = []
-    for piece in plan.pieces:
-        try:
-            parts.append(engine.synthesize(piece.text.text, voice_id, settings))
-        except StudioError:
-            raise
-        except Exception as exc:  # onnxruntime, ctypes, numpy: anything the engine did not foresee
-            raise SpeechError(f"The voice '{info.name}' failed to speak this script ({exc}); try another "
-                              "voice.") from exc
-    utt = join_pieces(text, plan, parts, info.name, settings.peak_level)
+    speak = _speaker(info, settings)
+    utt = join_pieces(text, plan, [speak(piece.text.text) for piece in plan.pieces], info.name, settings.peak_level)
     if sample_rate_hz is not None:
         utt = resample_utterance(utt, sample_rate_hz)
     for warning in utt.warnings:

@@ -1,7 +1,10 @@
-"""Phone and word timings of speech as JSON (``render --timings``, the lip-sync bench reads them back)."""
+"""Phone and word timings of speech as JSON (``render --timings``, the lip-sync bench reads them back), and the text
+words an engine's timings must cover: every word of the text that is spoken gets a timing, even where the engine
+spoke two words as one ("from the" is one phoneme word to eSpeak)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -9,16 +12,51 @@ from typing import Any
 from studio.errors import InputError
 from studio.speech.types import PhonemeTiming, Utterance, WordTiming
 
+_WORD_RE = re.compile(r"\S+")
+_EDGE_PUNCT = "\"'“”‘’«»()[]{}.,;:!?…—–-*/\\"
+
+
+def text_words(text: str) -> list[tuple[str, int, int]]:
+    """Words of the text with character offsets, edge punctuation stripped."""
+    words = []
+    for m in _WORD_RE.finditer(text):
+        s, e = m.start(), m.end()
+        while s < e and text[s] in _EDGE_PUNCT:
+            s += 1
+        while e > s and text[e - 1] in _EDGE_PUNCT:
+            e -= 1
+        if s < e:
+            words.append((text[s:e], s, e))
+    return words
+
+
+def share_span(start_s: float, end_s: float, words: Sequence[tuple[str, int, int]]) -> list[WordTiming]:
+    """Words spoken as one (``start_s`` .. ``end_s``), each given a share of the time by its length in letters."""
+    total = sum(max(1, len(w)) for w, _, _ in words)
+    out, t, done = [], start_s, 0
+    for word, cs, ce in words:
+        done += max(1, len(word))
+        e = start_s + (end_s - start_s) * done / total
+        out.append(WordTiming(word, t, e, cs, ce))
+        t = e
+    return out
+
 
 def utterance_timings_to_json(utt: Utterance) -> dict[str, Any]:
     """The timings of ``utt`` (no audio) as a JSON-ready dict: {"phonemes": [...], "words": [...], ...}."""
+    return timings_to_json(utt.voice, utt.text, utt.sample_rate_hz, utt.duration_s, utt.phonemes, utt.words)
+
+
+def timings_to_json(voice: str, text: str, sample_rate_hz: int, duration_s: float,
+                    phonemes: Sequence[PhonemeTiming], words: Sequence[WordTiming]) -> dict[str, Any]:
+    """Timings as a JSON-ready dict (see ``utterance_timings_to_json``)."""
     return {
-        "voice": utt.voice,
-        "text": utt.text,
-        "sample_rate_hz": utt.sample_rate_hz,
-        "duration_s": utt.duration_s,
-        "phonemes": [asdict(p) for p in utt.phonemes],
-        "words": [asdict(w) for w in utt.words],
+        "voice": voice,
+        "text": text,
+        "sample_rate_hz": sample_rate_hz,
+        "duration_s": duration_s,
+        "phonemes": [asdict(p) for p in phonemes],
+        "words": [asdict(w) for w in words],
     }
 
 

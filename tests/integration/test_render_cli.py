@@ -111,6 +111,10 @@ def test_the_face_lives_in_silence(tmp_path):
         (["--text", "Hello", "--background", "#12345"], "not a colour"),
         (["--text", "Hello", "--background", "/nonexistent/wall.png"], "no such image"),
         (["--audio", "{notimage}"], "audio"),
+        (["--text", "Good evening. [pause -3s] Here is the news."], "Cannot read the pause [pause -3s]"),
+        (["--text", "Good evening. [pause abc] Here is the news."], "Cannot read the pause [pause abc]"),
+        (["--text", "Good evening. [pause 99999s] Here is the news."], "longer than 10 s"),
+        (["--text", "Good evening. <break time='x'/> Here is the news."], "Cannot read the pause"),
     ],
 )
 def test_bad_input_gets_one_clear_line(tmp_path, args, message):
@@ -180,3 +184,39 @@ def test_a_script_warning_is_said_once(tmp_path):
     assert proc.returncode == 0, proc.stderr
     said = [ln for ln in proc.stderr.splitlines() if "Left out" in ln]
     assert len(said) == 1 and said[0].startswith("WARNING:"), proc.stderr
+
+
+def test_the_timings_hold_exactly_the_spoken_words_around_markup(tmp_path):
+    """Markup is never a word of the timings, and every spoken word is there, in order."""
+    out, timings = tmp_path / "o.mp4", tmp_path / "o.json"
+    script = ("Good evening. [pause 1s] This is *big* news <emphasis>tonight</emphasis> from the harbour, "
+              "<break time='300ms'/> a lone * star and an <emphasis>unclosed tag. [2s] Goodnight.")
+    proc = _run("render", "--text", script, "--voice", "espeak:en-us", "--size", "128", "--out", str(out),
+                "--timings", str(timings))
+    assert proc.returncode == 0, proc.stderr
+    words = [w["text"] for w in json.loads(timings.read_text())["words"]]
+    assert words == ["Good", "evening", "This", "is", "big", "news", "tonight", "from", "the", "harbour", "a", "lone",
+                     "star", "and", "an", "unclosed", "tag", "Goodnight"]
+    said = [ln for ln in proc.stderr.splitlines() if "not read aloud" in ln]
+    assert len(said) == 1 and "*" in said[0] and "<emphasis> never closed" in said[0], proc.stderr
+
+
+def test_a_long_script_is_spoken_while_it_renders(tmp_path):
+    """Sections of the script are spoken as the render runs: the render starts after the first sentence, says how
+    much of the script is spoken, and the timings cover every word on the video's timeline."""
+    out, timings = tmp_path / "long.mp4", tmp_path / "long.json"
+    script = " ".join([SCRIPT] * 8)
+    proc = _run("render", "--text", script, "--voice", "espeak:en-us", "--size", "128", "--out", str(out),
+                "--timings", str(timings))
+    assert proc.returncode == 0, proc.stderr
+    assert "of the script spoken" in proc.stderr
+    data = json.loads(timings.read_text())
+    words = [w["text"] for w in data["words"]]
+    assert words == [w.strip(".,") for w in script.split()]
+    phones = data["phonemes"]
+    assert phones[0]["start_s"] == 0.0 and all(a["end_s"] == pytest.approx(b["start_s"], abs=1e-9)
+                                               for a, b in zip(phones, phones[1:]))
+    info = probe_mp4(out)
+    assert phones[-1]["end_s"] == pytest.approx(data["duration_s"]) == pytest.approx(info.video_duration_s,
+                                                                                     abs=0.001)
+    assert info.audio_duration_s == pytest.approx(info.video_duration_s, abs=0.05)

@@ -177,3 +177,17 @@ def test_program_audio_at_48k_keeps_the_timings() -> None:
     freqs = np.fft.rfftfreq(len(program.audio), 1 / 48000)
     above = spectrum[freqs > native.sample_rate_hz / 2 + 200].max()
     assert 20 * np.log10(above / spectrum.max()) < -60  # nothing mirrored above the voice's own band
+
+
+@pytest.mark.parametrize("voice", ["piper:joe", "espeak:en-us"])
+def test_every_spoken_word_has_a_timing(voice: str) -> None:
+    """Engines speak some word pairs as one ("from the"); each word of the script still gets its own timing, in
+    order, and markup never becomes a word."""
+    script = ("Good evening. [pause 1s] This is *big* news <emphasis>tonight</emphasis> from the harbour, "
+              "<break time='300ms'/> a lone * star and an unclosed tag. Goodnight.")
+    utt = synthesize(script, voice)
+    assert [w.text for w in utt.words] == ["Good", "evening", "This", "is", "big", "news", "tonight", "from", "the",
+                                           "harbour", "a", "lone", "star", "and", "an", "unclosed", "tag",
+                                           "Goodnight"]
+    for a, b in zip(utt.words, utt.words[1:]):
+        assert a.start_s < a.end_s <= b.start_s + 1e-6

@@ -178,3 +178,30 @@ def test_load_audio_file_keeps_its_contract(tmp_path: Path) -> None:
     assert rate == 16000 and abs(len(audio) - 16000) <= 16 and audio.dtype == np.float32
     with pytest.raises(InputError, match="1 Hz"):
         load_audio_file(write_wav(tmp_path / "b.wav", 1, sine(16000, 1.0)))
+
+
+def test_a_silent_channel_does_not_halve_the_level(tmp_path: Path) -> None:
+    x = sine(48000, 1.0)
+    hiss = (np.random.default_rng(0).standard_normal(len(x)) * 1e-4).astype(np.float32)  # -80 dBFS: an empty input
+    got = load_audio(write_wav(tmp_path / "one_side.wav", 48000, np.stack([x, hiss], 1), bits=24))
+    assert float(np.abs(got.program_48k).max()) == pytest.approx(0.5, abs=0.01)
+    assert len(got.warnings) == 1 and "channel 2 of 2 is silent" in got.warnings[0] and "channel 1" in got.warnings[0]
+
+
+def test_a_quiet_channel_is_still_mixed(tmp_path: Path) -> None:
+    x = sine(48000, 1.0)
+    got = load_audio(write_wav(tmp_path / "quiet_side.wav", 48000, np.stack([x, 0.1 * x], 1), bits=24))
+    assert float(np.abs(got.program_48k).max()) == pytest.approx(0.275, abs=0.01) and got.warnings == ()
+
+
+@pytest.mark.parametrize("rate", [16000, 48000])
+def test_a_dc_offset_is_removed_and_the_length_kept(tmp_path: Path, rate: int) -> None:
+    x = sine(rate, 3.0, freq=300.0, level=0.3) + 0.1
+    got = load_audio(write_wav(tmp_path / "offset.wav", rate, x, bits=24))
+    assert len(got.program_48k) == 3 * PROGRAM_RATE_HZ
+    for audio, r in ((got.program_48k, PROGRAM_RATE_HZ), (got.analysis_16k, ANALYSIS_RATE_HZ)):
+        settled = audio[int(0.5 * r):].astype(np.float64)
+        assert abs(settled.mean()) < 1e-3
+        assert settled.max() == pytest.approx(0.3, abs=0.01) and settled.min() == pytest.approx(-0.3, abs=0.01)
+    start = sine(PROGRAM_RATE_HZ, 0.001, freq=300.0, level=0.3)
+    assert float(np.abs(got.program_48k[:len(start)] - start).max()) < 0.01  # no step of 0.1 at the start

@@ -88,3 +88,44 @@ def test_unwritable_data_folder_costs_one_warning(tmp_path: Path) -> None:
     assert out.returncode == 0 and out.stdout.strip() == "None"
     assert out.stderr.count("warning:") == 1 and "Traceback" not in out.stderr
 
+
+
+_LEVEL_PROBE = (
+    "import logging; from studio.logs import setup_logging; setup_logging(); "
+    "ours = logging.getLogger('studio.encode.websocket'); ours.debug('ours-debug'); ours.info('ours-info'); "
+    "[logging.getLogger(n).debug(n + '-debug') for n in ('websockets.server', 'asyncio', 'PIL', 'numba', 'ray')]; "
+    "[logging.getLogger(n).info(n + '-info') for n in ('websockets.server', 'matplotlib', 'ray')]; "
+    "r = logging.getLogger('ray'); r.setLevel(logging.DEBUG); r.info('ray-own-level-info'); "
+    "logging.getLogger('websockets.server').warning('websockets-warning'); print('done')"
+)
+
+
+def _log_after(tmp_path: Path, **env: str) -> tuple[str, str]:
+    run_env = {k: v for k, v in os.environ.items() if k != "NEWSSTUDIO_LOG_LEVEL"}
+    run_env.update(NEWSSTUDIO_HOME=str(tmp_path), **env)
+    out = subprocess.run([sys.executable, "-c", _LEVEL_PROBE], cwd=REPO, env=run_env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr
+    return (tmp_path / "logs" / "studio.log").read_text(encoding="utf-8"), out.stderr
+
+
+def test_ours_at_info_and_other_libraries_at_warning(tmp_path: Path) -> None:
+    text, err = _log_after(tmp_path)
+    assert "ours-info" in text and "ours-debug" not in text
+    assert "websockets-warning" in text
+    for quiet in ("websockets.server-debug", "asyncio-debug", "PIL-debug", "numba-debug", "websockets.server-info",
+                  "matplotlib-info", "ray-info", "ray-own-level-info"):
+        assert quiet not in text
+    assert err.strip() == "WARNING: websockets-warning"
+
+
+def test_debug_on_request_for_ours_only(tmp_path: Path) -> None:
+    text, _ = _log_after(tmp_path, NEWSSTUDIO_LOG_LEVEL="debug")
+    assert "ours-debug" in text and "ours-info" in text
+    assert "websockets.server-debug" not in text and "asyncio-debug" not in text and "ray-own-level-info" not in text
+
+
+def test_an_unreadable_level_costs_one_line(tmp_path: Path) -> None:
+    text, err = _log_after(tmp_path, NEWSSTUDIO_LOG_LEVEL="loud")
+    assert "ours-info" in text and "ours-debug" not in text
+    assert err.count("NEWSSTUDIO_LOG_LEVEL") == 1 and "Traceback" not in err

@@ -129,3 +129,18 @@ def test_rgb8_arrays() -> None:
     assert rgb8(x) is x or np.array_equal(rgb8(x), x)
     with pytest.raises(AnchorError, match="shape"):
         rgb8(np.zeros((4, 4, 5), np.uint8))
+
+
+def test_a_photo_with_two_faces_says_which_is_used(caplog: pytest.LogCaptureFixture) -> None:
+    portrait = default_portrait()
+    photo = _paste(portrait, 1100, 560, 0.7, 740, 150)
+    photo[24:24 + portrait.shape[0], 24:24 + portrait.shape[1]] = portrait
+    with caplog.at_level("WARNING", logger="studio.presenter.landmarks"):
+        found = find_face(photo)
+    assert found.landmarks is not None and found.landmarks[:, 0].max() < 24 + portrait.shape[1]  # the larger one
+    said = [r.getMessage() for r in caplog.records if "faces" in r.getMessage()]
+    assert len(said) == 1 and "2 faces" in said[0], said
+    import re
+
+    x = float(re.search(r"x=(\d+)", said[0]).group(1))  # names the face used: the larger one, on the left
+    assert 24 < x < 24 + portrait.shape[1] and abs(x - found.landmarks[:, 0].mean()) < 2

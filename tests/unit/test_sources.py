@@ -283,6 +283,32 @@ def test_offline_program_hands_out_consecutive_chunks_until_the_end() -> None:
     assert titles[0] == "one" and titles[total - 1] == "two"
 
 
+def test_a_fed_program_waits_for_its_next_item_and_forgets_what_it_handed_out() -> None:
+    """A long script is spoken while the render runs: the source waits for the next section instead of ending, and
+    keeps only the items it has not handed out yet (memory stays bounded whatever the script's length)."""
+    items = [_item(3.0, f"s{k}", 0.1 * (k + 1)) for k in range(4)]
+    src = ProgramSource([items[0]])
+    src.feed()
+    src.open(FMT)
+    got = []
+    for k in range(1, 4):
+        while (c := src.next_chunk(_pace(5))) is not None and c.slots[-1] + 1 < src.total_slots:
+            got.append(c)
+        got.append(c)
+        assert _blocks(src, _pace(5))  # waits for more (a stopped wait returns None)
+        src.schedule(items[k], gap=False, now_slot=0)
+        assert items[k].start_slot == items[k - 1].end_slot
+        assert len(src.items()) <= 2  # the ones handed out more than 2 s ago are forgotten
+    src.fed()
+    while (c := src.next_chunk(_pace(5))) is not None:
+        got.append(c)
+    slots = np.concatenate([c.slots for c in got])
+    assert slots.tolist() == list(range(4 * 75))
+    audio = np.concatenate([c.audio for c in got])
+    for k in range(4):
+        np.testing.assert_allclose(audio[FMT.samples_at(75 * k):FMT.samples_at(75 * k + 75)], 0.1 * (k + 1))
+
+
 def _live_source(clock: FakeClock) -> ProgramSource:
     src = ProgramSource(clock=clock, endless=True)
     src.open(FMT)

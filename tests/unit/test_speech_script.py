@@ -252,3 +252,50 @@ def test_resample_to_48k_keeps_timings_and_the_tone() -> None:
     residual = mid - basis @ coef
     assert 10 * np.log10(np.sum((basis @ coef) ** 2) / np.sum(residual ** 2)) > 80
     assert resample_utterance(utt, rate) is utt
+
+
+@pytest.mark.parametrize("mark", ["[pause -3s]", "[pause abc]", "[pause 1e3s]", "[break -1s]", "[-3s]",
+                                  "[pause 2s and more", "[PAUSE 2 hours]"])
+def test_a_malformed_pause_is_refused_in_one_line_naming_it(mark: str) -> None:
+    with pytest.raises(SpeechError, match="Cannot read the pause") as info:
+        parse_script(f"Good evening. {mark} Here is the news.")
+    assert mark.split()[0] in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("mark", ["<break time='1s'", "<emphasis here", "</emphasis"])
+def test_a_tag_left_open_is_refused(mark: str) -> None:
+    with pytest.raises(SpeechError, match="not closed"):
+        parse_script(f"Good evening. {mark} Here is the news.")
+
+
+@pytest.mark.parametrize("script, note", [
+    ("This is <emphasis>big news tonight.", "<emphasis> never closed"),
+    ("This is big</emphasis> news tonight.", "</emphasis> with no <emphasis>"),
+    ("This is <emphasis>big <emphasis>news</emphasis> tonight.", "<emphasis> inside <emphasis>"),
+    ("This is big * news tonight.", "*"),
+])
+def test_unbalanced_emphasis_is_dropped_with_a_warning(script: str, note: str) -> None:
+    parsed = parse_script(script)
+    assert len(parsed.warnings) == 1 and note in parsed.warnings[0]
+    assert parsed.spoken_text.split() == ["This", "is", "big", "news", "tonight."]
+    if "never closed" in note:
+        assert parsed.emphasis == ()
+
+
+def test_words_that_only_look_like_markup_are_read() -> None:
+    parsed = parse_script("Breaking news [Breaking] from the break room: a < b and 5 * 3.")
+    assert "[Breaking]" in parsed.spoken_text and "break room" in parsed.spoken_text and "a < b" in parsed.spoken_text
+
+
+def test_sections_are_whole_sentences_the_first_one_short() -> None:
+    from studio.speech.registry import sections
+
+    sentence = "The council met tonight and approved the budget for the parks, the libraries and the pools."
+    script = "[pause 1s] Good evening. " + " ".join([sentence] * 12)
+    plan = plan_script(script, "piper:joe", "en-US", 0.1)
+    parts = sections(plan, first_words=1, words=40)
+    assert [p for s in parts for p in s.pieces] == list(plan.pieces)  # every piece once, in order
+    assert [p.text.text for p in parts[0].pieces] == ["Good evening."]
+    assert parts[0].lead_in_s == 1.0 and all(s.lead_in_s == 0.0 for s in parts[1:])
+    assert all(not s.pieces[-1].cut_inside_sentence for s in parts)
+    assert all(40 <= sum(len(p.text.text.split()) for p in s.pieces) < 40 + 16 for s in parts[1:-1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import socket
 import struct
 import time
 from fractions import Fraction
@@ -47,8 +48,9 @@ def server():
 
 
 def test_binds_loopback_only_unless_told(caplog: pytest.LogCaptureFixture) -> None:
-    with pytest.raises(InputError, match="allow it explicitly"):
+    with pytest.raises(InputError, match="allow it explicitly") as refused:
         WebSocketServer(WebSocketSettings(host="0.0.0.0"))
+    assert "--stream-allow-remote" in str(refused.value) and "allow_remote" not in str(refused.value)
     with pytest.raises(InputError):
         WebSocketServer(WebSocketSettings(host=""))
     with caplog.at_level(logging.WARNING, logger="studio.encode.websocket"):
@@ -110,3 +112,68 @@ def test_a_viewer_gets_the_config_then_a_keyframe_and_audio() -> None:
     assert avc_codec_string(first[HEADER.size:]) == config["video"]["codec"]  # ...carrying its SPS
     assert kinds == {1, 2}  # video and audio
     assert out.server.reports()[-1]["decoded"] == 3
+
+
+def _feed(out: WebSocketOutput, first: int, n: int) -> None:
+    for k in range(first, first + n):
+        a0, a1 = FMT.samples_at(k), FMT.samples_at(k + 1)
+        out.write(ProgramBatch(slots=np.array([k]), pts_s=np.array([k / FMT.fps]),
+                               frames=np.full((1, FMT.height, FMT.width, 3), 40 + k % 50, np.uint8),
+                               audio=np.zeros(a1 - a0, np.float32), audio_start=a0))
+
+
+def _first_video(ws) -> bytes:
+    for _ in range(100):
+        msg = ws.recv(timeout=30)
+        if isinstance(msg, bytes) and msg[0] == 1:
+            return msg
+    raise AssertionError("no video")
+
+
+def test_viewers_over_the_cap_are_refused_with_a_reason() -> None:
+    out = WebSocketOutput(WebSocketSettings(port=0, max_viewers=2), block=True)
+    out.open(FMT)
+    port = out.server.port
+    url, origin = f"ws://127.0.0.1:{port}/ws", f"http://127.0.0.1:{port}"
+    try:
+        with connect(url, origin=origin, max_queue=None) as a, connect(url, origin=origin, max_queue=None):
+            with pytest.raises(InvalidStatus) as refused:
+                connect(url, origin=origin).close()
+            assert refused.value.response.status_code == 503
+            assert b"2 viewers" in refused.value.response.body
+            _feed(out, 0, 10)
+            assert _first_video(a)[1] & 1  # the ones inside still play
+        for _ in range(100):  # the server sees them leave
+            if out.server.viewers == 0:
+                break
+            time.sleep(0.05)
+        with connect(url, origin=origin, max_queue=None) as c:  # a place is free again
+            _feed(out, 10, 30)
+            assert _first_video(c)[1] & 1
+    finally:
+        out.close()
+    assert out.server.viewers_refused == 1
+
+
+def test_a_viewer_plays_with_200_idle_sockets_open_and_the_idle_ones_are_closed() -> None:
+    out = WebSocketOutput(WebSocketSettings(port=0, handshake_timeout_s=1.0), block=True)
+    out.open(FMT)
+    port = out.server.port
+    idle = []
+    try:
+        for _ in range(200):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+        with connect(f"ws://127.0.0.1:{port}/ws", origin=f"http://127.0.0.1:{port}", max_queue=None) as ws:
+            _feed(out, 0, 10)
+            assert _first_video(ws)[1] & 1
+        # the server hangs up on sockets that never finish a handshake (EOF, not the 30 s socket timeout)
+        assert all(s.recv(1024) == b"" for s in idle[:20])
+    finally:
+        for s in idle:
+            s.close()
+        out.close()
+
+
+def test_a_cap_of_no_viewers_is_refused() -> None:
+    with pytest.raises(InputError, match="at least one viewer"):
+        WebSocketServer(WebSocketSettings(max_viewers=0))
