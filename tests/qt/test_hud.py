@@ -159,3 +159,32 @@ def test_leaderboard_panel_says_a_run_was_cut_short_and_what_the_builtin_size_is
     tip = panel.table.item(0, 7).toolTip()
     assert tip.index("pyramidal: +27.0 %") < tip.index("cuda graphs: +9.7 %") < tip.index("silence sieve: -1.0 %")
     assert "3 hits, 5 misses" in tip and "8.7 ms" in tip and "audio_cache" in tip
+
+
+def test_leaderboard_panel_follows_the_bench_row_by_row_with_the_time_left(qtbot) -> None:
+    """The bench's progress line moves the bar and says which run of which engine and the time left; the table is
+    re-read from the file the bench rewrites, so a finished row shows at once and the running one says where it is."""
+    import json
+
+    from studio.pipeline.telemetry import leaderboard_path
+    from studio.ui.leaderboard_panel import LeaderboardPanel
+
+    rows = [{"engine": "builtin", "label": "Built-in", "native_px": 0, "status": "measured", "backend": "eager",
+             "precision": "fp32", "ms_per_frame_plain": 92.5, "ms_per_frame_optimized": 80.0},
+            {"engine": "wav2lip", "label": "Wav2Lip", "native_px": 96, "status": "measuring", "reason": "",
+             "progress": "run 2 of 4"},
+            {"engine": "musetalk-1.5", "label": "MuseTalk", "native_px": 256, "status": "waiting",
+             "reason": "not measured yet"}]
+    leaderboard_path().write_text(json.dumps({"started": "2026-12-07 17:00:00", "complete": False,
+                                              "output": "1080p canvas at 30 fps", "rows": rows}))
+    panel = LeaderboardPanel("cpu")
+    qtbot.addWidget(panel)
+    panel.take_output("leaderboard [2/3] Wav2Lip: run 2 of 4, about 75 s left in this engine; 130 s elapsed of a "
+                      "300-s budget\n")
+    assert (panel.progress.maximum(), panel.progress.value()) == (3, 1)
+    text = panel.status.text()
+    assert "Engine 2 of 3: Wav2Lip: run 2 of 4" in text and "about 1 min 15 s left for this engine" in text
+    assert "2 min 10 s so far, 2 min 50 s of the run's 5 min 00 s budget left" in text
+    assert panel.table.item(0, 6).text() == "80.00"  # the finished row, with its figure
+    assert panel.table.item(1, 3).text() == "measuring (run 2 of 4)"
+    assert panel.table.item(2, 3).text() == "waiting"
