@@ -47,7 +47,9 @@ def run_from_args(args) -> int:
     result = run_bench(b, args.json, progress=lambda m: sys.stderr.write(m + "\n"))
     sys.stderr.write(f"plain {result['plain_ms_per_frame']:.3f} ms/frame, optimized "
                      f"{result['optimized_ms_per_frame']:.3f} ms/frame: compute saved "
-                     f"{100 * result['compute_saved']:.1f}%" + (f"; wrote {args.json}" if args.json else "") + "\n")
+                     f"{100 * result['compute_saved']:.1f}%; first frame "
+                     + (f"{ff:.2f} s" if (ff := result.get("first_frame_from_command_s")) is not None else "-")
+                     + " after the command's start" + (f"; wrote {args.json}" if args.json else "") + "\n")
     return 0
 
 

@@ -207,6 +207,21 @@ class CoreReport:
     gpu_mem_peak_mb: float
     stop_reason: str  # "end of program", "stopped", or the error
     outputs: dict[str, object] = field(default_factory=dict)  # each output's close() result
+    # the first program frame handed to the outputs, in seconds from: this run's start, the core's creation (its
+    # models opened and warmed), the command's start (studio/startup.py); None: no frame was written
+    first_frame_s: float | None = None
+    first_frame_from_core_s: float | None = None
+    first_frame_from_command_s: float | None = None
+
+
+def first_frame_fields(at_s: float | None, run_s: float, core_s: float) -> dict[str, float | None]:
+    """CoreReport's time-to-first-frame fields from perf_counter() readings."""
+    from studio import startup
+
+    if at_s is None:
+        return {}
+    return {"first_frame_s": at_s - run_s, "first_frame_from_core_s": at_s - core_s,
+            "first_frame_from_command_s": startup.since_start_s(at_s)}
 
 
 class _Queue:
@@ -260,6 +275,9 @@ class Core:
         self.motion = motion
         self.pool = generators
         self.s = settings
+        self.created_at_s = time.perf_counter()
+        self.first_frame_at_s: float | None = None  # perf_counter() when the first program frame was written
+        self._run_started_s = self.created_at_s
         self.bus = bus
         self.bus_source = bus_source
         self.features = features  # studio.pipeline.features.FeatureStage for audio-driven engines, or None
@@ -587,6 +605,8 @@ class Core:
             except StudioError as exc:  # one output failing (a full disk, say) never stops the program
                 log.warning("output %s failed: %s", out.name, exc)
                 self._output_failed(out, exc)
+        if self.first_frame_at_s is None and len(batch.slots):
+            self.first_frame_at_s = time.perf_counter()
         chunk.frames = None
         self._account(chunk)
 
@@ -812,7 +832,8 @@ class Core:
         if self.cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-        t0 = time.perf_counter()
+        t0 = self._run_started_s = time.perf_counter()
+        self.first_frame_at_s = None
         reason = "end of program"
         try:
             if O.ASYNC_PIPELINE in self.optimizations:
@@ -849,7 +870,7 @@ class Core:
             frames_full=self.frames_full, frames_interpolated=self.frames_interpolated,
             frames_fallback=self.frames_fallback, silent_frames=self.silent_frames,
             gpu_mem_peak_mb=torch.cuda.max_memory_allocated(self.device) / 2 ** 20 if self.cuda else 0.0,
-            stop_reason=reason)
+            stop_reason=reason, **first_frame_fields(self.first_frame_at_s, self._run_started_s, self.created_at_s))
 
     def _run_async(self, stop: threading.Event) -> None:
         depth = max(1, self.s.queue_depth)

@@ -48,6 +48,13 @@ def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Opt
     return frozenset(opts)
 
 
+def optimization_labels(names, device: str) -> list[str]:
+    """Flag names as a summary prints them: on a CPU the CUDA_GRAPHS flag runs the compiled engine (ONNX Runtime),
+    named so; no CUDA graph is made there."""
+    cpu = not str(device).startswith("cuda")
+    return [("compiled_engine" if cpu and n == Optimization.CUDA_GRAPHS.value else n) for n in names]
+
+
 def usable_here(opts: frozenset[Optimization], engine: str, device: str) -> frozenset[Optimization]:
     """``opts`` less the flags this device cannot run for ``engine`` (the studio keeps a choice made for another
     engine or device, and drops what does not apply instead of failing on air; the HUD says why)."""
