@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from studio.errors import RenderError, StudioError
+from studio.pipeline.savings import PairedSavings
 from studio.contracts import (Chunk, Generator, GeneratorSettings, InterpolationKind, Layout, MotionSource,
                                    Output, Pacing, ProgramBatch, ProgramFormat, Source)
 from studio.pipeline.settings import CoreSettings, Optimization
@@ -310,6 +311,7 @@ class Core:
         # measurements
         self._stage_ms: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate", "post")}
         self._cost: dict[str, deque[float]] = {}  # variant -> cost per frame of each chunk (ms)
+        self._savings = self._new_savings()  # baseline chunks paired with their neighbours: the HUD's figures
         self._stage_per_frame: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate",
                                                                                              "post")}
         self._all_stage_ms: dict[str, list[float]] = {"motion": [], "generate": [], "post": []}
@@ -339,6 +341,7 @@ class Core:
             self._opts = opts
         for key in [k for k in self._cost if k.startswith("minus:")]:
             self._cost.pop(key, None)
+        self._savings = self._new_savings()  # pairs of the old set say nothing of the new one
 
     def add_output(self, out: Output) -> None:
         out.open(self.fmt)
@@ -695,23 +698,28 @@ class Core:
         cost = sum(chunk.timings_ms.get(k, 0.0) for k in ("motion", "generate", "post")) / n
         variant = "plain" if chunk.plain else (f"minus:{chunk.baseline_of}" if chunk.baseline_of else "normal")
         self._cost.setdefault(variant, deque(maxlen=_WINDOW if variant == "normal" else 24)).append(cost)
+        self._savings.add(variant, cost)
         gen_post = (chunk.timings_ms.get("generate", 0.0) + chunk.timings_ms.get("post", 0.0)) / n
         if variant == "normal":
             self._cost_s_per_frame = 0.8 * self._cost_s_per_frame + 0.2 * gen_post / 1e3
         if self.bus is not None:
             self.bus.publish(self.sample())
 
+    def _new_savings(self) -> PairedSavings:
+        return PairedSavings(self.s.baseline_pairs, self.s.baseline_pairs_min)
+
     def compute_saved(self) -> ComputeSaved | None:
         """Compute saved and each flag's share, from the interleaved baseline chunks (module docstring)."""
         opts = self.optimizations
         normal = self._cost.get("normal")
-        plain = self._cost.get("plain")
         if not normal:
             return None
-        actual = float(np.median(normal))
+        savings = self._savings
         motion_stats = self.motion.stats()
         motion_saved = self._motion_saved_ms_per_frame(opts, motion_stats)
-        base = float(np.median(plain)) + sum(motion_saved.values()) if plain else math.nan
+        fig = savings.saved(sum(motion_saved.values()))
+        actual = fig.actual_ms_per_frame if fig else float(np.median(normal))
+        base = fig.baseline_ms_per_frame if fig else math.nan
         shares = []
         for o in Optimization:
             reason = ""
@@ -725,12 +733,14 @@ class Core:
                 shares.append(OptimizationShare(o.value, status, math.nan, "switched off"))
                 continue
             if o in GENERATION_FLAGS:
-                minus = self._cost.get(f"minus:{o.value}")
-                if minus and base > 0:
-                    frac = (float(np.median(minus)) - actual) / base
-                    reason = f"measured live: {len(minus)} chunks without it vs {len(normal)} with every flag"
+                share = savings.share(o.value, base)
+                if share is not None:
+                    frac = share.fraction
+                    reason = (f"measured live: median of the last {share.pairs} chunks without it, each against the "
+                              f"chunks beside it ({100 * share.low:+.0f} to {100 * share.high:+.0f} %)")
                 else:
-                    reason = "measuring (baseline chunks without it come every few seconds)"
+                    reason = (f"measuring ({savings.count(f'minus:{o.value}')} of {savings.min_pairs} chunks "
+                              "without it; one comes every few seconds)")
             elif o in motion_saved:
                 frac = motion_saved[o] / base if base > 0 else math.nan
                 reason = "measured live in the motion stage"
@@ -749,10 +759,13 @@ class Core:
             elif o is O.KV_CACHE or o is O.AUDIO_CACHE:
                 reason = "no audio model in this mode" if o not in motion_saved else ""
             shares.append(OptimizationShare(o.value, status, frac, reason))
-        src = (f"this run: plain chunks (every optimization off) interleaved 1 in {self.s.baseline_every}, "
-               f"median of the last {len(plain) if plain else 0}, against the last {len(normal)} normal chunks; "
-               "stage costs per output frame" + (" (GPU time by CUDA events)" if self.cuda else ""))
-        return ComputeSaved(base, actual, src, tuple(shares))
+        src = (f"this run: a baseline chunk (every optimization off, or all but one) interleaved 1 in "
+               f"{self.s.baseline_every}; "
+               f"each plain one against the normal chunks beside it, the median of the last {savings.window} such "
+               "pairs; stage costs per output frame" + (" (GPU time by CUDA events)" if self.cuda else ""))
+        return ComputeSaved(base, actual, src, tuple(shares), fraction=fig.fraction if fig else math.nan,
+                            low=fig.low if fig else math.nan, high=fig.high if fig else math.nan,
+                            pairs=savings.count("plain"), pairs_needed=savings.min_pairs)
 
     def _motion_saved_ms_per_frame(self, opts, st: dict) -> dict[Optimization, float]:
         out = {}

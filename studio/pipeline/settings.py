@@ -68,6 +68,9 @@ class CoreSettings:
     measure_baseline: bool = field(
         default=False, metadata={"help": "Interleave baseline chunks (flags off) to measure what each flag saves"})
     baseline_every: int = field(default=8, metadata={"help": "One baseline chunk in this many"})
+    baseline_pairs: int = field(default=12, metadata={
+        "help": "Compute saved: the median over this many baseline chunks, each against its neighbours"})
+    baseline_pairs_min: int = field(default=5, metadata={"help": "Baseline pairs before a figure is shown"})
     precision: str = field(default="auto", metadata={
         "help": "auto (bf16 for the neural engines on a GPU, fp32 otherwise: the built-in renderer keeps fp32 "
                 "geometry), fp32, fp16 or bf16"})

@@ -54,7 +54,7 @@ def test_strip_shows_the_core_sample(window) -> None:
     assert strip.ribbon.text() == "75% compute saved"
     assert "10.0 of 40.0 ms per frame" in strip.detail.text()
     assert "plain chunks interleaved" in strip.ribbon.toolTip()
-    assert "dropped 7" in strip.status.text() and "generate 41.2" in strip.status.text()
+    assert "7 slots skipped by the core" in strip.status.text() and "generate 41.2" in strip.status.text()
     p = strip.pills
     assert p[Optimization.PYRAMIDAL].text() == "pyramidal: 50%" and p[Optimization.PYRAMIDAL].isChecked()
     assert p[Optimization.SILENCE_SIEVE].text() == "sieve: off" and not p[Optimization.SILENCE_SIEVE].isChecked()
@@ -66,7 +66,22 @@ def test_strip_shows_the_core_sample(window) -> None:
     assert strip.ribbon.text() == "75% compute saved"
     bus.publish(TelemetrySample(taken_s=3.0, source="core", stages={"generate": StageTiming(12.0, 13.0, 1, 12.0)}))
     strip.refresh()  # the newest core sample replaces the old one
-    assert "generate 12.0" in strip.status.text() and strip.ribbon.text() == "— compute saved"
+    assert "generate 12.0" in strip.status.text() and strip.ribbon.text() == "measuring compute saved…"
+
+
+def test_the_ribbon_says_measuring_until_its_pairs_are_in_then_the_median_and_its_interval(window) -> None:
+    w, strip, action, bus = window
+
+    def show(pairs: int) -> None:
+        c = ComputeSaved(16.0, 11.0, "this run", fraction=0.31, low=0.28, high=0.35, pairs=pairs, pairs_needed=5)
+        bus.publish(TelemetrySample(taken_s=float(pairs), source="core", compute=c))
+        strip.refresh()
+
+    show(3)
+    assert strip.ribbon.text() == "measuring compute saved…" and strip.detail.text().startswith("3 of 5 baseline pairs")
+    show(12)
+    assert strip.ribbon.text() == "31% compute saved"
+    assert strip.detail.text().startswith("28 to 35 % (90 %), last 12 baseline pairs; 11.0 of 16.0 ms per frame")
 
 
 def test_a_pill_click_asks_for_its_flag(window, qtbot) -> None:
