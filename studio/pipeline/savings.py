@@ -56,7 +56,7 @@ class PairedSavings:
     """Baseline chunks paired with their normal neighbours (see the module docstring). The core's last stage feeds
     it; readers (the telemetry sample, the studio's thread) may call ``saved`` / ``share`` from any thread."""
 
-    def __init__(self, pairs: int = 12, min_pairs: int = 5) -> None:
+    def __init__(self, pairs: int = 48, min_pairs: int = 12) -> None:
         self.window = pairs
         self.min_pairs = min_pairs
         self._before: float | None = None  # the last normal chunk's cost per frame
