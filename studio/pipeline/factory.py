@@ -106,6 +106,10 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
         if why:
             raise InputError(f"cuda_graphs needs a CUDA GPU, or on the {settings.device} a compiled engine, and there "
                              f"is {why}.")
+    if not cpu and Optimization.CUDA_GRAPHS in settings.optimizations:
+        from studio.compile.inductor_cache import use_compile_cache
+
+        use_compile_cache()  # before the engine's first compile: an earlier run's kernels are loaded, not rebuilt
     pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir, shared=forms)
     # the form these flags run (a 14 B DiT's plain form beside it would not fit the GPU)
     gen = pool.get(Optimization.PYRAMIDAL in settings.optimizations, Optimization.CUDA_GRAPHS in settings.optimizations)
