@@ -2,7 +2,11 @@
 
 import sys
 
-from studio.cli import main
+from studio import startup
+
+startup.mark()
+
+from studio.cli import main  # noqa: E402  (after the start is marked)
 
 if __name__ == "__main__":
     sys.exit(main())

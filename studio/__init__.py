@@ -2,6 +2,8 @@
 
 import os
 
+from studio import startup  # noqa: F401  (the command's start: studio/startup.py)
+
 __version__ = "0.1.0"
 
 # One compute thread pool per process is torch's (sized by the pipeline). numpy, scipy and OpenCV each bring their own

@@ -138,6 +138,13 @@ def _build_parser() -> argparse.ArgumentParser:
                                                                    "alone, all; all: also all-but-one rows")
     b.add_argument("--leaderboard", action="store_true", help="rank every engine that fits on this device")
     b.add_argument("--engines", help="with --leaderboard: only these engines (comma list)")
+    b.add_argument("--frames", type=int, help="with --leaderboard: output frames a run (default 8 on CPU, 60 on "
+                                              "CUDA; --seconds sets it too)")
+    b.add_argument("--shares", action="store_true", help="with --leaderboard: also each optimization's share (one "
+                                                         "run without each: several times longer)")
+    b.add_argument("--budget-s", type=float, help="with --leaderboard: seconds the whole run may take; engines whose "
+                                                  "estimate does not fit are listed with it (default 300 on CPU, "
+                                                  "0 = no limit on CUDA)")
     b.add_argument("--append", action="store_true", help="with --leaderboard --json FILE: keep FILE's rows that "
                                                          "this run does not measure again (same machine and output)")
     b.add_argument("--key-stride", type=int, help="with keyframes on: one generated frame every N output frames "
@@ -314,9 +321,15 @@ def _cmd_render(args: argparse.Namespace) -> int:
     # result.warnings were logged where they arose, and the console log handler has shown them once already
     rtf = result.real_time_factors()
     rep = result.report
+    from studio import startup
+    from studio.pipeline.factory import optimization_labels
+
+    ff = rep.first_frame_from_command_s
     sys.stderr.write(
         f"wrote {result.out_path} ({result.n_frames} frames, {result.audio_duration_s:.2f} s, device {result.device}, "
-        f"engine {core.engine}, optimizations {','.join(rep.optimizations) or 'none'})\n"
+        f"engine {core.engine}, optimizations {','.join(optimization_labels(rep.optimizations, core.device)) or 'none'}"
+        f"; first frame {f'{ff:.2f} s' if ff is not None else '-'} after the command's start"
+        f" ({rep.first_frame_from_core_s or 0:.2f} s after the core's), done {startup.since_start_s():.2f} s after it)\n"
         + "stage seconds (real-time factor): "
         + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items()) + "\n")
     return EXIT_OK

@@ -3,7 +3,7 @@
 # From the repository root, after benchmarks/gpu/make_bundles.sh has made .gpu_home and .whl on a CPU machine
 # (the GPU machine needs neither network nor TTS; carry both folders):
 #
-#     bash benchmarks/gpu/run.sh [core|dit|dit-row]
+#     bash benchmarks/gpu/run.sh [core|dit|dit-row|startup]
 #
 #   core (default)  the optimizations ablation at 1920x1080, 60 fps (`main.py bench --device cuda`), RGB -> NV12 on
 #                   the GPU against the CPU (`studio.encode.check nv12`), the leaderboard of the engines that fit in
@@ -12,6 +12,9 @@
 #                   SPAN, RIFE, by CUDA events)
 #   dit-row         the leaderboard row of the Wan 1.3B engine (TAEHV decoder, fp8 DiT linears, key stride 4) with
 #                   each flag's share; alone in its call (two compiles of the DiT)
+#   startup         `render --device cuda --canvas 1080p --fps 60` of a 10-s clip (the bench program's audio), twice
+#                   on a fresh copy of the data folder (no TorchInductor cache): the first run compiles and fills the
+#                   cache, the second loads it; each prints its stage seconds and its time to the first frame
 # Writes JSON (and PNG charts) under $OUT, or benchmarks/gpu/out when OUT is unset, and prints a summary.
 set -o pipefail
 SUITE=${1:-core}
@@ -56,7 +59,26 @@ case $SUITE in
     step dit_parts 560 python3 benchmarks/gpu/dit_parts.py --program $PROGRAM --json "$O/dit_parts.json" ;;
   dit-row)
     step leaderboard_dit 585 $LB --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json "$O/leaderboard_dit.json" ;;
-  *) echo "run.sh: unknown suite '$SUITE' (core, dit or dit-row)"; exit 2 ;;
+  startup)
+    FRESH=/tmp/startup_home
+    rm -rf "$FRESH" && mkdir -p "$FRESH" && cp -r .gpu_home/. "$FRESH"/ && rm -rf "$FRESH/cache/inductor"
+    python3 - "$PROGRAM" /tmp/clip10.wav <<'PY'
+import sys, wave
+import numpy as np
+z = np.load(sys.argv[1])
+audio = np.concatenate([z[f"audio{i}"] for i in range(int(z["n"]))])[:10 * 16000]  # 16 kHz mono
+with wave.open(sys.argv[2], "wb") as w:
+    w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+    w.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+print(f"clip: {len(audio) / 16000:.2f} s")
+PY
+    for i in 1 2; do
+      step "startup_$i" 280 env -u TORCHINDUCTOR_CACHE_DIR -u TRITON_CACHE_DIR NEWSSTUDIO_HOME="$FRESH" \
+        python3 main.py render --device cuda --canvas 1080p --fps 60 --audio /tmp/clip10.wav --out "/tmp/startup_$i.mp4"
+      grep -E "^wrote|^stage seconds" "$O/startup_$i.log"
+    done
+    du -sh "$FRESH/cache/inductor" 2>/dev/null ;;
+  *) echo "run.sh: unknown suite '$SUITE' (core, dit, dit-row or startup)"; exit 2 ;;
 esac
 python3 - "$O" <<'PY'
 import json, sys

@@ -416,8 +416,11 @@ def run_bench(b: BenchSettings, json_path: Path | None = None, progress=print) -
              f"{b.canvas or f'{b.size_px}px'} at {b.fps:g} fps, device {dev}, engine {b.engine}, "
              f"{len(configs)} configurations x {b.repeats} repeats")
     warm = [BenchItem(program[0].audio_16k[:ANALYSIS_RATE_HZ // 2], program[0].title)]
+    first_from_command = None
     for opts in configs.values():  # warm-up: allocations, graph capture, lazy init, ONNX sessions
-        run_config(anchor, warm, b, opts, tmp)
+        rep, _ = run_config(anchor, warm, b, opts, tmp)
+        if first_from_command is None:
+            first_from_command = rep.first_frame_from_command_s
     reports: dict[str, list] = {k: [] for k in configs}
     motion_stats: dict[str, dict] = {}
     for r in range(b.repeats):
@@ -499,6 +502,10 @@ def run_bench(b: BenchSettings, json_path: Path | None = None, progress=print) -
         "quality": quality,
         "floor": floor,
         "repeats": {k: [x.ms_per_frame for x in v] for k, v in reports.items()},
+        # from a run's start (the core built and warmed) to its first program frame handed to the outputs, median
+        "first_frame_s": {k: _median_or_none([x.first_frame_s for x in v]) for k, v in reports.items()},
+        # from the command's start to the first program frame of its first run (its first configuration's warm-up)
+        "first_frame_from_command_s": first_from_command,
         "bench_wall_s": time.perf_counter() - t_start,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
@@ -515,6 +522,11 @@ def run_bench(b: BenchSettings, json_path: Path | None = None, progress=print) -
     except OSError as exc:
         log.warning("bench: cannot keep a copy for the HUD: %s", exc)
     return result
+
+
+def _median_or_none(values: list) -> float | None:
+    got = [v for v in values if v is not None]
+    return statistics.median(got) if got else None
 
 
 def _jsonable(x):

@@ -62,6 +62,9 @@ def graphed(fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda
     graphed instead and ``compiled`` says so. ``compiled_fn``: the compiled form to graph where only part of ``fn`` is
     compiled (default: all of it)."""
     if compile:
+        from studio.compile.inductor_cache import use_compile_cache
+
+        use_compile_cache()  # the kernels of an earlier run of this machine are loaded, not compiled again
         try:
             g = Graphed(compiled_fn or torch.compile(fn, dynamic=False), examples, stream, pool=pool, thread_local=thread_local)
             g.compiled = True

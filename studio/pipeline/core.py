@@ -45,6 +45,7 @@ from studio.errors import RenderError, StudioError
 from studio.contracts import Chunk, InterpolationKind, MotionSource, Output, Pacing, ProgramFormat, Source
 from studio.pipeline.pool import GeneratorPool, compiled_engine_note
 from studio.pipeline.post_stage import PostStage
+from studio.pipeline.savings import PairedSavings
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.pipeline.telemetry import (CacheRate, ComputeSaved, OptimizationShare, OptimizationStatus, StageTiming,
                                        TelemetryBus, TelemetrySample, stage_timing)
@@ -78,6 +79,21 @@ class CoreReport:
     gpu_mem_peak_mb: float
     stop_reason: str  # "end of program", "stopped", or the error
     outputs: dict[str, object] = field(default_factory=dict)  # each output's close() result
+    # the first program frame handed to the outputs, in seconds from: this run's start, the core's creation (its
+    # models opened and warmed), the command's start (studio/startup.py); None: no frame was written
+    first_frame_s: float | None = None
+    first_frame_from_core_s: float | None = None
+    first_frame_from_command_s: float | None = None
+
+
+def first_frame_fields(at_s: float | None, run_s: float, core_s: float) -> dict[str, float | None]:
+    """CoreReport's time-to-first-frame fields from perf_counter() readings."""
+    from studio import startup
+
+    if at_s is None:
+        return {}
+    return {"first_frame_s": at_s - run_s, "first_frame_from_core_s": at_s - core_s,
+            "first_frame_from_command_s": startup.since_start_s(at_s)}
 
 
 class _Queue:
@@ -131,6 +147,9 @@ class Core:
         self.motion = motion
         self.pool = generators
         self.s = settings
+        self.created_at_s = time.perf_counter()
+        self.first_frame_at_s: float | None = None  # perf_counter() when the first program frame was written
+        self._run_started_s = self.created_at_s
         self.bus = bus
         self.bus_source = bus_source
         self.features = features  # studio.pipeline.features.FeatureStage for audio-driven engines, or None
@@ -159,6 +178,7 @@ class Core:
         # measurements
         self._stage_ms: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate", "post")}
         self._cost: dict[str, deque[float]] = {}  # variant -> cost per frame of each chunk (ms)
+        self._savings = self._new_savings()  # baseline chunks paired with their neighbours: the HUD's figures
         self._stage_per_frame: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate",
                                                                                              "post")}
         self._all_stage_ms: dict[str, list[float]] = {"motion": [], "generate": [], "post": []}
@@ -187,6 +207,7 @@ class Core:
             self._opts = opts
         for key in [k for k in self._cost if k.startswith("minus:")]:
             self._cost.pop(key, None)
+        self._savings = self._new_savings()  # pairs of the old set say nothing of the new one
 
     def add_output(self, out: Output) -> None:
         out.open(self.fmt)
@@ -366,6 +387,8 @@ class Core:
             except StudioError as exc:  # one output failing (a full disk, say) never stops the program
                 log.warning("output %s failed: %s", out.name, exc)
                 self._output_failed(out, exc)
+        if self.first_frame_at_s is None and len(batch.slots):
+            self.first_frame_at_s = time.perf_counter()
         chunk.frames = None
         self._account(chunk)
 
@@ -390,23 +413,28 @@ class Core:
         cost = sum(chunk.timings_ms.get(k, 0.0) for k in ("motion", "generate", "post")) / n
         variant = "plain" if chunk.plain else (f"minus:{chunk.baseline_of}" if chunk.baseline_of else "normal")
         self._cost.setdefault(variant, deque(maxlen=_WINDOW if variant == "normal" else 24)).append(cost)
+        self._savings.add(variant, cost)
         gen_post = (chunk.timings_ms.get("generate", 0.0) + chunk.timings_ms.get("post", 0.0)) / n
         if variant == "normal":
             self._cost_s_per_frame = 0.8 * self._cost_s_per_frame + 0.2 * gen_post / 1e3
         if self.bus is not None:
             self.bus.publish(self.sample())
 
+    def _new_savings(self) -> PairedSavings:
+        return PairedSavings(self.s.baseline_pairs, self.s.baseline_pairs_min)
+
     def compute_saved(self) -> ComputeSaved | None:
         """Compute saved and each flag's share, from the interleaved baseline chunks (module docstring)."""
         opts = self.optimizations
         normal = self._cost.get("normal")
-        plain = self._cost.get("plain")
         if not normal:
             return None
-        actual = float(np.median(normal))
+        savings = self._savings
         motion_stats = self.motion.stats()
         motion_saved = self._motion_saved_ms_per_frame(opts, motion_stats)
-        base = float(np.median(plain)) + sum(motion_saved.values()) if plain else math.nan
+        fig = savings.saved(sum(motion_saved.values()))
+        actual = fig.actual_ms_per_frame if fig else float(np.median(normal))
+        base = fig.baseline_ms_per_frame if fig else math.nan
         shares = []
         for o in Optimization:
             reason = ""
@@ -420,12 +448,14 @@ class Core:
                 shares.append(OptimizationShare(o.value, status, math.nan, "switched off"))
                 continue
             if o in GENERATION_FLAGS:
-                minus = self._cost.get(f"minus:{o.value}")
-                if minus and base > 0:
-                    frac = (float(np.median(minus)) - actual) / base
-                    reason = f"measured live: {len(minus)} chunks without it vs {len(normal)} with every flag"
+                share = savings.share(o.value, base)
+                if share is not None:
+                    frac = share.fraction
+                    reason = (f"measured live: median of the last {share.pairs} chunks without it, each against the "
+                              f"chunks beside it ({100 * share.low:+.0f} to {100 * share.high:+.0f} %)")
                 else:
-                    reason = "measuring (baseline chunks without it come every few seconds)"
+                    reason = (f"measuring ({savings.count(f'minus:{o.value}')} of {savings.min_pairs} chunks "
+                              "without it; one comes every few seconds)")
             elif o in motion_saved:
                 frac = motion_saved[o] / base if base > 0 else math.nan
                 reason = "measured live in the motion stage"
@@ -444,10 +474,13 @@ class Core:
             elif o is O.KV_CACHE or o is O.AUDIO_CACHE:
                 reason = "no audio model in this mode" if o not in motion_saved else ""
             shares.append(OptimizationShare(o.value, status, frac, reason))
-        src = (f"this run: plain chunks (every optimization off) interleaved 1 in {self.s.baseline_every}, "
-               f"median of the last {len(plain) if plain else 0}, against the last {len(normal)} normal chunks; "
-               "stage costs per output frame" + (" (GPU time by CUDA events)" if self.cuda else ""))
-        return ComputeSaved(base, actual, src, tuple(shares))
+        src = (f"this run: a baseline chunk (every optimization off, or all but one) interleaved 1 in "
+               f"{self.s.baseline_every}; "
+               f"each plain one against the normal chunks beside it, the median of the last {savings.window} such "
+               "pairs; stage costs per output frame" + (" (GPU time by CUDA events)" if self.cuda else ""))
+        return ComputeSaved(base, actual, src, tuple(shares), fraction=fig.fraction if fig else math.nan,
+                            low=fig.low if fig else math.nan, high=fig.high if fig else math.nan,
+                            pairs=savings.count("plain"), pairs_needed=savings.min_pairs)
 
     def _motion_saved_ms_per_frame(self, opts, st: dict) -> dict[Optimization, float]:
         out = {}
@@ -527,7 +560,8 @@ class Core:
         if self.cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-        t0 = time.perf_counter()
+        t0 = self._run_started_s = time.perf_counter()
+        self.first_frame_at_s = None
         reason = "end of program"
         try:
             if O.ASYNC_PIPELINE in self.optimizations:
@@ -564,7 +598,7 @@ class Core:
             frames_full=self.frames_full, frames_interpolated=self.frames_interpolated,
             frames_fallback=self.frames_fallback, silent_frames=self.silent_frames,
             gpu_mem_peak_mb=torch.cuda.max_memory_allocated(self.device) / 2 ** 20 if self.cuda else 0.0,
-            stop_reason=reason)
+            stop_reason=reason, **first_frame_fields(self.first_frame_at_s, self._run_started_s, self.created_at_s))
 
     def _run_async(self, stop: threading.Event) -> None:
         depth = max(1, self.s.queue_depth)

@@ -49,6 +49,13 @@ def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Opt
     return frozenset(opts)
 
 
+def optimization_labels(names, device: str) -> list[str]:
+    """Flag names as a summary prints them: on a CPU the CUDA_GRAPHS flag runs the compiled engine (ONNX Runtime),
+    named so; no CUDA graph is made there."""
+    cpu = not str(device).startswith("cuda")
+    return [("compiled_engine" if cpu and n == Optimization.CUDA_GRAPHS.value else n) for n in names]
+
+
 def usable_here(opts: frozenset[Optimization], engine: str, device: str) -> frozenset[Optimization]:
     """``opts`` less the flags this device cannot run for ``engine`` (the studio keeps a choice made for another
     engine or device, and drops what does not apply instead of failing on air; the HUD says why)."""
@@ -100,6 +107,10 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
         if why:
             raise InputError(f"cuda_graphs needs a CUDA GPU, or on the {settings.device} a compiled engine, and there "
                              f"is {why}.")
+    if not cpu and Optimization.CUDA_GRAPHS in settings.optimizations:
+        from studio.compile.inductor_cache import use_compile_cache
+
+        use_compile_cache()  # before the engine's first compile: an earlier run's kernels are loaded, not rebuilt
     pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir, shared=forms)
     pool.matte = getattr(canvas_style, "use_matte", True)
     # the form these flags run (a 14 B DiT's plain form beside it would not fit the GPU)

@@ -47,6 +47,8 @@ class LiveSummary:
     recorder_dropped: int = 0
     recorder_repeated: int = 0
     stages_ms: dict = None  # median ms per chunk of each stage of the core
+    first_frame_s: float | None = None  # from the command's start to the first program frame written
+    first_frame_from_core_s: float | None = None  # the same from the core's creation (models opened and warmed)
 
 
     def line(self) -> str:
@@ -63,7 +65,13 @@ class LiveSummary:
                 + " / ".join(f"{k} {v:.1f}" for k, v in (self.stages_ms or {}).items())
                 + f" ms a chunk; {model}; sieve skipped {skipped}/{seen} "
                 f"frames; CPU load {100 * self.cpu_load:.0f}% of {self.cores} cores; recorder dropped "
-                f"{self.recorder_dropped}, repeated {self.recorder_repeated}; microphone {self.microphone}")
+                f"{self.recorder_dropped}, repeated {self.recorder_repeated}; microphone {self.microphone}; "
+                f"first frame {_secs(self.first_frame_s)} after the command's start "
+                f"({_secs(self.first_frame_from_core_s)} after the core's)")
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
 
 
 def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, input_device: str | None = None,
@@ -156,7 +164,8 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
         engine=motion.engine.value, microphone=final_status.value, cpu_load=cpu / (elapsed * (os.cpu_count() or 1)),
         cores=os.cpu_count() or 1, recorder_dropped=recorder.dropped if recorder else 0,
         recorder_repeated=recorder.repeated if recorder else 0,
-        stages_ms={k: v.median_ms for k, v in rep.stages.items()})
+        stages_ms={k: v.median_ms for k, v in rep.stages.items()}, first_frame_s=rep.first_frame_from_command_s,
+        first_frame_from_core_s=rep.first_frame_from_core_s)
     if path is not None:
         say(f"live: wrote {path}")
     return summary

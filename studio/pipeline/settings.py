@@ -68,6 +68,11 @@ class CoreSettings:
     measure_baseline: bool = field(
         default=False, metadata={"help": "Interleave baseline chunks (flags off) to measure what each flag saves"})
     baseline_every: int = field(default=8, metadata={"help": "One baseline chunk in this many"})
+    # a plain chunk comes about every 4 s in the studio (1 chunk in 8 of 4 frames at 25 fps is a baseline, and the
+    # plain one takes its turn with each flag's): 48 pairs are the last 3 minutes, 12 the first 45 s
+    baseline_pairs: int = field(default=48, metadata={
+        "help": "Compute saved: the median over this many baseline chunks, each against its neighbours"})
+    baseline_pairs_min: int = field(default=12, metadata={"help": "Baseline pairs before a figure is shown"})
     precision: str = field(default="auto", metadata={
         "help": "auto (bf16 for the neural engines on a GPU, fp32 otherwise: the built-in renderer keeps fp32 "
                 "geometry), fp32, fp16 or bf16"})

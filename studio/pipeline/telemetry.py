@@ -174,9 +174,23 @@ class ComputeSaved:
     actual_ms_per_frame: float
     baseline_source: str
     shares: tuple[OptimizationShare, ...] = ()
+    # a figure over a window of baseline pairs (studio/pipeline/savings.py): its median, its ~90 % interval, the pairs
+    # in it and the pairs it needs before it is shown (0: a figure from two costs, the formula below)
+    fraction: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    pairs: int = 0
+    pairs_needed: int = 0
+
+    @property
+    def measuring(self) -> bool:
+        """A windowed figure still short of its pairs: the HUD says "measuring", not a number."""
+        return self.pairs_needed > 0 and self.pairs < self.pairs_needed
 
     @property
     def saved_fraction(self) -> float:
+        if self.pairs_needed:
+            return math.nan if self.measuring else self.fraction
         if not (self.baseline_ms_per_frame > 0 and math.isfinite(self.actual_ms_per_frame)):
             return math.nan
         return (self.baseline_ms_per_frame - self.actual_ms_per_frame) / self.baseline_ms_per_frame

@@ -85,7 +85,7 @@ class TelemetryCharts(QWidget):
         super().__init__(parent)
         pg.setConfigOptions(antialias=False, foreground="#8792a2")
         self.stages = _Plot("stages", "ms/frame", ("motion", "generate", "post"), {"generate": "gen"})
-        self.fps = _Plot("frames", "per s", ("shown", "dropped"))
+        self.fps = _Plot("frames", "per s", ("shown", "skipped by the core"))
         self.queues = _Plot("queues", "chunks", ("motion->generate", "generate->post"),
                             {"motion->generate": "to gen", "generate->post": "to post"})
         self.cache = _Plot("cache hits", "%", ("hit rate",))
@@ -126,7 +126,7 @@ class TelemetryCharts(QWidget):
             else:
                 rate = 0.0
             self._dropped0 = (now, s.frames_dropped)
-            self.fps.add(now, {"shown": fps_shown, "dropped": max(0.0, rate)})
+            self.fps.add(now, {"shown": fps_shown, "skipped by the core": max(0.0, rate)})
             self.queues.add(now, {k: float(v) for k, v in s.queue_depths.items()})
             caches = list(s.caches.values())
             if caches:

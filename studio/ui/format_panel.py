@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QVBoxLayout, QWidget)
 
 from studio.contracts import Layout
-from studio.pipeline.settings import CoreSettings
+from studio.pipeline.settings import CoreSettings, Optimization
 
 PICTURES = (  # label, layout, size (square) or canvas height
     ("Square presenter 512 × 512", Layout.SQUARE, 512),
@@ -56,6 +56,7 @@ class FormatPanel(QWidget):
         for r in RATES:
             self.fps.addItem(f"{r:g} fps", r)
         self.keys = QComboBox()
+        self._keys_on = Optimization.FRAME_INTERPOLATION in current.optimizations
         self.device = QComboBox()
         self.device.addItem("CPU", "cpu")
         if cuda:
@@ -109,17 +110,31 @@ class FormatPanel(QWidget):
         self.show_settings(current)
 
     def _fill_keys(self, *_) -> None:
+        """The keyframe rates at this frame rate; while the keyframes flag is off (the HUD's pill) every frame is
+        generated, and the field says so: its rate is the one the pill would use."""
         fps = float(self.fps.currentData() or 25.0)
         keep = self.keys.currentData()
         self.keys.clear()
         for d in KEY_DIVISORS:
-            self.keys.addItem("every frame generated" if d == 1 else f"{fps / d:g} generated per second, "
-                              "the rest interpolated", d)
+            if d == 1:
+                text = "every frame generated"
+            elif self._keys_on:
+                text = f"{fps / d:g} generated per second, the rest interpolated"
+            else:
+                text = f"keyframes off: every frame generated (when on: {fps / d:g} a second)"
+            self.keys.addItem(text, d)
         i = self.keys.findData(keep)
         self.keys.setCurrentIndex(i if i >= 0 else 1)
 
+    def set_keyframes_on(self, on: bool) -> None:
+        """The keyframes flag went on or off (the HUD's pill): the field says what the program does now."""
+        if on != self._keys_on:
+            self._keys_on = on
+            self._fill_keys()
+
     def show_settings(self, s: CoreSettings) -> None:
         self.base = s
+        self._keys_on = Optimization.FRAME_INTERPOLATION in s.optimizations
         for i, (_, layout, px) in enumerate(PICTURES):
             if layout is s.layout and px == (s.canvas_height_px if layout is Layout.CANVAS else s.size_px):
                 self.picture.setCurrentIndex(i)

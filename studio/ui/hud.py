@@ -146,21 +146,23 @@ class HudStrip(QFrame):
         self.sample = s
         stages = "  ".join(f"{k} {_ms(v.median_ms)}" for k, v in s.stages.items())
         queues = "  ".join(f"{k} {v}" for k, v in s.queue_depths.items())
-        self.status.setText(f"{s.frames_produced} frames · dropped {s.frames_dropped} · ms per chunk: {stages or '—'}"
+        # the core's counts: slots it skipped because it fell behind (the preview's "not shown" adds the frames the
+        # screen replaced before showing them)
+        self.status.setText(f"{s.frames_produced} frames made · {s.frames_dropped} slots skipped by the core · "
+                            f"ms per chunk: {stages or '—'}"
                             + (f" · queues {queues}" if queues else "")
                             + (f" · GPU {s.gpu_mem_mb:.0f} MB" if math.isfinite(s.gpu_mem_mb) else ""))
         c = s.compute
+        self.ribbon.setText(ribbon_text(c))
+        self.detail.setText(ribbon_detail(c))
         if c is None or not math.isfinite(c.saved_fraction):
-            self.ribbon.setText("— compute saved")
-            self.detail.setText("measuring the baseline…")
             self.ribbon.setToolTip(c.baseline_source if c is not None else "Waiting for the first measurements.")
         else:
-            self.ribbon.setText(f"{100 * c.saved_fraction:.0f}% compute saved")
             self.ribbon.setStyleSheet("font-size: 17pt; font-weight: 800; color: "
                                       + ("#2fbf71;" if c.saved_fraction >= 0 else "#f2a541;"))
-            self.detail.setText(f"{_ms(c.actual_ms_per_frame)} of {_ms(c.baseline_ms_per_frame)} ms per frame")
             self.ribbon.setToolTip(
-                "Compute saved = (baseline - actual) / baseline, both measured now on this machine.\n"
+                "Compute saved = (baseline - actual) / baseline, both measured now on this machine: the median over "
+                "the last baseline pairs, never one chunk's noise.\n"
                 f"Baseline: {c.baseline_source}.\nActual: the normal chunks' stage costs per output frame.")
         shares = {sh.name: sh for sh in (c.shares if c is not None else ())}
         for opt, b in self.pills.items():
@@ -182,6 +184,27 @@ class HudStrip(QFrame):
             b.setToolTip(f"{WHAT[opt]}\n{pill_text(sh)}" + (f" — {why}" if why else "")
                          + ("" if sh.status is OptimizationStatus.UNAVAILABLE else "\nClick to turn it "
                             + ("off." if sh.status is OptimizationStatus.ACTIVE else "on.")))
+
+
+def ribbon_text(c) -> str:
+    """The ribbon: the windowed figure, or that it is still measuring (a ComputeSaved or None)."""
+    if c is None or not math.isfinite(c.saved_fraction):
+        return "measuring compute saved…"
+    return f"{100 * c.saved_fraction:.0f}% compute saved"
+
+
+def ribbon_detail(c) -> str:
+    """The line under the ribbon: its interval and what it is the median of, or how far the measuring is."""
+    if c is None:
+        return "waiting for the first chunks"
+    if c.measuring:
+        return f"{c.pairs} of {c.pairs_needed} baseline pairs (one every few seconds)"
+    if not math.isfinite(c.saved_fraction):
+        return "measuring the baseline…"
+    spread = (f"{100 * c.low:.0f} to {100 * c.high:.0f} % (90 %), " if math.isfinite(c.low) and math.isfinite(c.high)
+              else "")
+    pairs = f"last {c.pairs} baseline pairs; " if c.pairs_needed else ""
+    return f"{spread}{pairs}{_ms(c.actual_ms_per_frame)} of {_ms(c.baseline_ms_per_frame)} ms per frame"
 
 
 def install_hud(window: QWidget, strip: HudStrip) -> QAction:

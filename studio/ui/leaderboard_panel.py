@@ -2,8 +2,11 @@
 
 It shows the last ``python main.py bench --leaderboard`` of this machine (kept in the data folder, so it is there at
 the next start) and runs a new one as a background process (the bench never runs inside the studio's process: it
-loads every engine and would take the GPU and the CPU from the program), with a progress bar and Cancel. Timing twins
-(engines whose weights are not installed) are labelled; engines too heavy for this device say why.
+loads every engine and would take the GPU and the CPU from the program). While it runs, the table is re-read as the
+bench rewrites its file (every row from the start: waiting, the run it is at, measured, or why not), the bar counts
+engines and the line under it says which run of which engine and the time left. Cancel asks the bench to stop (it
+writes what it measured), and the rows measured so far stay. Timing twins (engines whose weights are not installed)
+are labelled; engines too heavy for this device, or whose estimate did not fit the run's time budget, say why.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import math
 import re
 import sys
 
-from PySide6.QtCore import QProcess, Qt
+from PySide6.QtCore import QProcess, Qt, QTimer
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
@@ -21,7 +24,8 @@ from studio.paths import REPO_ROOT
 from studio.pipeline.telemetry import leaderboard_path
 
 COLUMNS = ("#", "engine", "native", "backend", "precision", "plain ms", "optimized ms", "saved", "GPU MB", "measured")
-_PROGRESS = re.compile(r"leaderboard \[(\d+)/(\d+)\] (.*)")
+_PROGRESS = re.compile(r"leaderboard \[(\d+)/(\d+)\] (.*?): (.*)")
+_LEFT = re.compile(r"about (\d+) s left in this engine; (\d+) s elapsed(?: of a (\d+)-s budget)?")
 
 
 def _fmt(v, digits: int = 2) -> str:
@@ -67,6 +71,7 @@ class LeaderboardPanel(QWidget):
         lay.addWidget(self.status)
         self.proc: QProcess | None = None
         self._err = ""
+        self._cancelled = False
         self.load()
 
     def load(self) -> bool:
@@ -86,8 +91,9 @@ class LeaderboardPanel(QWidget):
         self.table.setRowCount(len(rows))
         for i, r in enumerate(rows):
             measured = r.get("status") == "measured"
+            state = r.get("status", "") + (f" ({r['progress']})" if r.get("progress") else "")
             cells = (str(r.get("rank", "")), r.get("label", r.get("engine", "?")), _native(r),
-                     r.get("backend", "") if measured else r.get("status", ""),
+                     r.get("backend", "") if measured else state,
                      r.get("precision", "") if measured else "",
                      _fmt(r.get("ms_per_frame_plain")) if measured else r.get("reason", ""),
                      _fmt(r.get("ms_per_frame_best", r.get("ms_per_frame_optimized"))) if measured else "",
@@ -116,17 +122,25 @@ class LeaderboardPanel(QWidget):
             if not measured:
                 self.table.setSpan(i, 5, 1, len(COLUMNS) - 5)
         m = data.get("machine", {})
-        when = (f"finished {data['finished']}" if data.get("complete", True) and data.get("finished")
-                else f"cut short (started {data.get('started', '?')}; the engines listed were measured)")
+        if data.get("complete", True) and data.get("finished"):
+            when = f"finished {data['finished']}" + (f" in {_mmss(int(data['wall_s']))}" if data.get("wall_s") else "")
+        elif self.proc is not None:
+            when = f"measuring since {data.get('started', '?')}"
+        else:
+            when = f"cut short (started {data.get('started', '?')}; the engines marked measured were)"
         self.status.setText(f"{data.get('output', '')} on {m.get('gpu', 'the CPU')}, {when}: wall ms per output "
                             "frame, plain vs the optimizations that helped each engine here (hover for the list and the time "
                             "with every one on).")
 
     def toggle_run(self) -> None:
         if self.proc is not None:
-            self.proc.kill()
-            self.status.setText("Benchmark cancelled; the last results stay.")
+            self._cancelled = True
+            self.proc.terminate()  # the bench writes its rows and stops; killed if it has not in 10 s
+            proc = self.proc
+            QTimer.singleShot(10000, lambda: proc.kill() if self.proc is proc else None)
+            self.status.setText("Cancelling: the engines measured so far stay…")
             return
+        self._cancelled = False
         self.proc = QProcess(self)
         self.proc.setWorkingDirectory(str(REPO_ROOT))
         self.proc.setProcessChannelMode(QProcess.SeparateChannels)
@@ -141,7 +155,10 @@ class LeaderboardPanel(QWidget):
                                          self.device])
 
     def _read(self) -> None:
-        text = bytes(self.proc.readAllStandardError()).decode(errors="replace")
+        self.take_output(bytes(self.proc.readAllStandardError()).decode(errors="replace"))
+
+    def take_output(self, text: str) -> None:
+        """What the bench wrote to stderr: its progress lines move the bar, the line and the table."""
         self._err = (self._err + text)[-4000:]
         for line in text.splitlines():
             m = _PROGRESS.search(line)
@@ -149,7 +166,8 @@ class LeaderboardPanel(QWidget):
                 i, n = int(m.group(1)), int(m.group(2))
                 self.progress.setRange(0, n)
                 self.progress.setValue(i - 1)
-                self.status.setText(f"Measuring {m.group(3)} ({i} of {n})…")
+                self.load()  # the bench rewrote its file: the rows finished so far, and where it is
+                self.status.setText(f"Engine {i} of {n}: {m.group(3)}: {_left_text(m.group(4))}")
 
     def _finished(self, code: int, status) -> None:
         proc, self.proc = self.proc, None
@@ -157,6 +175,10 @@ class LeaderboardPanel(QWidget):
         self.run_button.setText("Run benchmark")
         if status == QProcess.NormalExit and code == 0:
             self.load()
+        elif self._cancelled:
+            self.load()
+            self.status.setText("Benchmark cancelled: the engines measured so far are listed, the others say "
+                                "they were cut short.")
         elif proc is not None and status == QProcess.NormalExit:
             last = [x for x in self._err.strip().splitlines() if x.startswith("error:")]
             self.status.setText(last[-1] if last else f"The benchmark stopped (exit {code}); the last results stay.")
@@ -179,12 +201,29 @@ def _savings_text(row: dict) -> str:
         lines += [f"  {name.replace('_', ' ')}: {100 * v:+.1f} %" for name, v in
                   sorted(shares.items(), key=lambda kv: -kv[1])]
     else:
-        lines.append("Each flag's share: not measured for this row (its all-but-one runs did not run).")
+        lines.append("Each flag's share: not measured for this row (its all-but-one runs come with "
+                     "`bench --leaderboard --shares`).")
     cache = row.get("audio_cache") or {}
     if cache.get("hits") is not None:
         lines.append(f"Audio cache: {cache['hits']} hits, {cache.get('misses', 0)} misses on this program; an encoder "
                      f"call {_fmt(cache.get('encoder_ms_per_call'), 1)} ms.")
     return "\n".join(lines)
+
+
+def _left_text(rest: str) -> str:
+    """The bench's progress line in words for the status line: the run it is at and the time left."""
+    m = _LEFT.search(rest)
+    if not m:
+        return rest
+    run = rest[:m.start()].rstrip(", ")
+    left, elapsed, budget = int(m.group(1)), int(m.group(2)), m.group(3)
+    total = f"; {_mmss(elapsed)} so far" + (f", {_mmss(max(0, int(budget) - elapsed))} of the run's "
+                                             f"{_mmss(int(budget))} budget left" if budget else "")
+    return f"{run}, about {_mmss(left)} left for this engine{total}"
+
+
+def _mmss(seconds: int) -> str:
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
 def _native(row: dict) -> str:

@@ -328,10 +328,13 @@ class MainWindow(QMainWindow):
 
     def _toggle_optimization(self, opt, on: bool) -> None:
         """A HUD pill was clicked: that optimization off or on in the running core, kept for the next session."""
+        from studio.pipeline.settings import Optimization
+
         flags = set(self.runtime.core_settings.optimizations)
         (flags.add if on else flags.discard)(opt)
         self.settings.setValue("pipeline/optimizations", ",".join(sorted(o.value for o in flags)))
         self.bridge.send(rt.SetOptimizations(frozenset(flags)))
+        self.format_panel.set_keyframes_on(Optimization.FRAME_INTERPOLATION in flags)
         self.statusBar().showMessage(f"{opt.label} {'on' if on else 'off'}: the HUD shows the difference within "
                                      "seconds.", 5000)
 

@@ -129,7 +129,8 @@ class FrameView(QWidget):
                 f"latency {t.latency_ms_median:.0f} ms (p95 {t.latency_ms_p95:.0f})"
         else:
             av = "A/V —" if math.isnan(t.av_offset_ms) else f"A/V {t.av_offset_ms:+.0f} ms"
-        stats = f"{t.fps_shown:4.1f} fps   {av}   dropped {t.frames_dropped}   late {t.frames_late}"
+        # not shown: slots the core skipped plus frames replaced by a newer one before the screen showed them
+        stats = f"{t.fps_shown:4.1f} fps shown   {av}   not shown {t.frames_dropped}   late {t.frames_late}"
         f = QFont("DejaVu Sans Mono")
         f.setPointSizeF(9)
         p.setFont(f)

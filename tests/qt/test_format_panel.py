@@ -31,3 +31,20 @@ def test_a_long_engine_label_does_not_widen_the_panel(qtbot, tmp_path, monkeypat
     assert wide.engine.itemText(1).startswith(LONG)  # the list keeps the label whole
     wide.engine.setCurrentIndex(1)
     assert wide.engine.toolTip().startswith(LONG)
+
+
+def test_the_keyframe_field_agrees_with_the_keyframes_flag(qtbot, tmp_path, monkeypatch) -> None:
+    """With the keyframes flag off (the HUD's pill) the field never claims a keyframe rate: it says every frame is
+    generated; turned on, it gives the rate."""
+    from dataclasses import replace
+
+    from studio.pipeline.settings import Optimization
+
+    p = _panel(qtbot, tmp_path, monkeypatch, [("builtin", "Built-in presenter (mesh warp)", "")])
+    p.show_settings(replace(CoreSettings(), fps=25.0, key_stride=2,
+                            optimizations=CoreSettings().optimizations - {Optimization.FRAME_INTERPOLATION}))
+    assert p.keys.currentText().startswith("keyframes off: every frame generated")
+    p.set_keyframes_on(True)
+    assert p.keys.currentText() == "12.5 generated per second, the rest interpolated" and p.keys.currentData() == 2
+    p.set_keyframes_on(False)
+    assert "generated per second" not in p.keys.currentText()

@@ -54,7 +54,7 @@ def test_strip_shows_the_core_sample(window) -> None:
     assert strip.ribbon.text() == "75% compute saved"
     assert "10.0 of 40.0 ms per frame" in strip.detail.text()
     assert "plain chunks interleaved" in strip.ribbon.toolTip()
-    assert "dropped 7" in strip.status.text() and "generate 41.2" in strip.status.text()
+    assert "7 slots skipped by the core" in strip.status.text() and "generate 41.2" in strip.status.text()
     p = strip.pills
     assert p[Optimization.PYRAMIDAL].text() == "pyramidal: 50%" and p[Optimization.PYRAMIDAL].isChecked()
     assert p[Optimization.SILENCE_SIEVE].text() == "sieve: off" and not p[Optimization.SILENCE_SIEVE].isChecked()
@@ -66,7 +66,22 @@ def test_strip_shows_the_core_sample(window) -> None:
     assert strip.ribbon.text() == "75% compute saved"
     bus.publish(TelemetrySample(taken_s=3.0, source="core", stages={"generate": StageTiming(12.0, 13.0, 1, 12.0)}))
     strip.refresh()  # the newest core sample replaces the old one
-    assert "generate 12.0" in strip.status.text() and strip.ribbon.text() == "— compute saved"
+    assert "generate 12.0" in strip.status.text() and strip.ribbon.text() == "measuring compute saved…"
+
+
+def test_the_ribbon_says_measuring_until_its_pairs_are_in_then_the_median_and_its_interval(window) -> None:
+    w, strip, action, bus = window
+
+    def show(pairs: int) -> None:
+        c = ComputeSaved(16.0, 11.0, "this run", fraction=0.31, low=0.28, high=0.35, pairs=pairs, pairs_needed=5)
+        bus.publish(TelemetrySample(taken_s=float(pairs), source="core", compute=c))
+        strip.refresh()
+
+    show(3)
+    assert strip.ribbon.text() == "measuring compute saved…" and strip.detail.text().startswith("3 of 5 baseline pairs")
+    show(12)
+    assert strip.ribbon.text() == "31% compute saved"
+    assert strip.detail.text().startswith("28 to 35 % (90 %), last 12 baseline pairs; 11.0 of 16.0 ms per frame")
 
 
 def test_a_pill_click_asks_for_its_flag(window, qtbot) -> None:
@@ -159,3 +174,32 @@ def test_leaderboard_panel_says_a_run_was_cut_short_and_what_the_builtin_size_is
     tip = panel.table.item(0, 7).toolTip()
     assert tip.index("pyramidal: +27.0 %") < tip.index("cuda graphs: +9.7 %") < tip.index("silence sieve: -1.0 %")
     assert "3 hits, 5 misses" in tip and "8.7 ms" in tip and "audio_cache" in tip
+
+
+def test_leaderboard_panel_follows_the_bench_row_by_row_with_the_time_left(qtbot) -> None:
+    """The bench's progress line moves the bar and says which run of which engine and the time left; the table is
+    re-read from the file the bench rewrites, so a finished row shows at once and the running one says where it is."""
+    import json
+
+    from studio.pipeline.telemetry import leaderboard_path
+    from studio.ui.leaderboard_panel import LeaderboardPanel
+
+    rows = [{"engine": "builtin", "label": "Built-in", "native_px": 0, "status": "measured", "backend": "eager",
+             "precision": "fp32", "ms_per_frame_plain": 92.5, "ms_per_frame_optimized": 80.0},
+            {"engine": "wav2lip", "label": "Wav2Lip", "native_px": 96, "status": "measuring", "reason": "",
+             "progress": "run 2 of 4"},
+            {"engine": "musetalk-1.5", "label": "MuseTalk", "native_px": 256, "status": "waiting",
+             "reason": "not measured yet"}]
+    leaderboard_path().write_text(json.dumps({"started": "2026-12-07 17:00:00", "complete": False,
+                                              "output": "1080p canvas at 30 fps", "rows": rows}))
+    panel = LeaderboardPanel("cpu")
+    qtbot.addWidget(panel)
+    panel.take_output("leaderboard [2/3] Wav2Lip: run 2 of 4, about 75 s left in this engine; 130 s elapsed of a "
+                      "300-s budget\n")
+    assert (panel.progress.maximum(), panel.progress.value()) == (3, 1)
+    text = panel.status.text()
+    assert "Engine 2 of 3: Wav2Lip: run 2 of 4" in text and "about 1 min 15 s left for this engine" in text
+    assert "2 min 10 s so far, 2 min 50 s of the run's 5 min 00 s budget left" in text
+    assert panel.table.item(0, 6).text() == "80.00"  # the finished row, with its figure
+    assert panel.table.item(1, 3).text() == "measuring (run 2 of 4)"
+    assert panel.table.item(2, 3).text() == "waiting"

@@ -360,7 +360,8 @@ def test_the_kv_cache_share_comes_from_the_motion_stages_live_probe(default_anch
     from studio.pipeline.telemetry import OptimizationStatus
 
     opts = frozenset({O.KV_CACHE, O.PYRAMIDAL})
-    s = CoreSettings(size_px=64, fps=FPS, optimizations=opts, measure_baseline=True, baseline_every=2)
+    s = CoreSettings(size_px=64, fps=FPS, optimizations=opts, measure_baseline=True, baseline_every=2,
+                     baseline_pairs_min=1)
     motion = ProgramMotion(audio_engine=AudioEngine.NEURAL)
     core = make_core(ProgramSource(_items()), motion, s, default_anchor, [Collect()])
     try:

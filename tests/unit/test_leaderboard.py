@@ -45,17 +45,20 @@ def probe(monkeypatch):
 
 def test_a_row_builds_each_form_once_and_closes_them_at_its_end(probe, default_anchor, tmp_path):
     from studio.bench.harness import BenchItem, BenchSettings
-    from studio.bench.leaderboard import _measure
+    from studio.bench.leaderboard import LeaderboardBudget, _measure
 
     rng = np.random.default_rng(0)
     program = [BenchItem((0.1 * rng.standard_normal(8000)).astype(np.float32), "one")]
     b = BenchSettings(device="cpu", seconds=0.5, size_px=64, fps=25.0, repeats=1, engine=ENGINE)
-    runs = _measure(default_anchor, program, program, b, "cpu", tmp_path, cuda=False, progress=lambda m: None,
-                    minus_one=False)
-    assert len(runs["plain"]) == 1 and len(runs["optimized"]) == 2  # a third brackets all-but-one runs only
+    budget = LeaderboardBudget(frames=12, repeats=2, budget_s=0.0)
+    steps = []
+    runs = _measure(default_anchor, program, program[:1], b, "cpu", tmp_path, False, budget,
+                    fits=lambda est, ms: est > 0 and ms > 0, step=lambda k, m, left: steps.append((k, m)))
+    assert len(runs["plain"]) == 2 and len(runs["optimized"]) == 2  # a third brackets all-but-one runs only
     assert all(r[1] is None for r in runs["plain"] + runs["optimized"])  # no run keeps its core
-    assert probe["run"] == 4  # warm-up, plain, optimized x2
-    # the warm-up opens the optimized (pyramidal) form, the plain run the plain one; the optimized runs reuse the first
+    assert probe["run"] == 6  # the probe (optimized, plain), then plain and optimized interleaved, twice
+    assert steps == [(1, 4), (2, 4), (3, 4), (4, 4)]  # each measured run announced, with the row's count
+    # the probe opens the optimized (pyramidal) form, then the plain one; the measured runs reuse them
     assert [run for run, _ in probe["opened"]] == [1, 2]
     forms = [form for _, form in probe["opened"]]
     assert len(set(forms)) == len(forms) == 2 and forms[0][2] != forms[1][2]  # two field sizes, each built once
@@ -76,7 +79,8 @@ def _fake_runs(monkeypatch, base_ms: dict[str, float] | None = None) -> list:
         calls.append(frozenset(flags))
         ms = (base_ms or {}).get(b.engine, 10.0) - 2.0 * (O.PYRAMIDAL in flags) + 3.0 * (O.ASYNC_PIPELINE in flags)
         rep = SimpleNamespace(ms_per_frame=ms, frames_produced=25, frames_full=25, frames_interpolated=0,
-                              silent_frames=0, gpu_mem_peak_mb=0.0, stages={})
+                              silent_frames=0, gpu_mem_peak_mb=0.0, stages={}, wall_s=25 * ms / 1e3,
+                              first_frame_s=0.5)
         gen = SimpleNamespace(twin=False, settings=SimpleNamespace(precision="fp32"), precision_label="fp32")
         core = SimpleNamespace(features=None, pool=SimpleNamespace(forms=lambda: {(False, False): gen},
                                                                   close=lambda: None))
@@ -122,7 +126,9 @@ def test_the_rank_is_the_measured_set_without_the_flags_the_engine_ran_slower_wi
     program = tmp_path / "p.npz"
     harness.save_program([harness.BenchItem(np.zeros(16000, np.float32), "one")], program)
     b = harness.BenchSettings(device="cpu", seconds=1.0, size_px=64, fps=25.0, repeats=1, program=program)
-    assert leaderboard.run_leaderboard(b, tmp_path / "lb.json", progress=lambda m: None, engines=("builtin",)) == 0
+    budget = leaderboard.LeaderboardBudget(repeats=1, shares=True, budget_s=0.0)
+    assert leaderboard.run_leaderboard(b, tmp_path / "lb.json", progress=lambda m: None, engines=("builtin",),
+                                       budget=budget) == 0
     row = json.loads((tmp_path / "lb.json").read_text())["rows"][0]
     assert O.ASYNC_PIPELINE.value in row["optimizations"] and O.PYRAMIDAL.value in row["optimizations"]
     assert row["ms_per_frame_plain"] == 10.0 and row["ms_per_frame_optimized"] == 11.0
@@ -146,3 +152,76 @@ def test_the_chart_is_drawn_for_long_engine_labels_and_rows_left_out(tmp_path):
     path = write_chart({"rows": rows, "machine": {}, "output": "1080p canvas at 60 fps"}, tmp_path / "lb.png")
     with Image.open(path) as im:
         assert im.width <= 1200 and im.height > 200
+
+
+def _tiny(tmp_path):
+    from studio.bench import harness
+
+    program = tmp_path / "p.npz"
+    harness.save_program([harness.BenchItem(np.zeros(16000, np.float32), "one")], program)
+    return harness.BenchSettings(device="cpu", seconds=1.0, size_px=64, fps=25.0, repeats=1, program=program)
+
+
+def test_without_shares_an_engine_gets_only_its_probe_and_its_plain_and_optimized_repeats(monkeypatch, tmp_path):
+    from studio.bench import leaderboard
+
+    calls = _fake_runs(monkeypatch)
+    monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: tmp_path / "last.json")
+    budget = leaderboard.LeaderboardBudget(frames=25, repeats=3, budget_s=0.0)
+    assert leaderboard.run_leaderboard(_tiny(tmp_path), tmp_path / "lb.json", progress=lambda m: None,
+                                       engines=("builtin",), budget=budget) == 0
+    assert len(calls) == 2 + 2 * 3 and calls[2] == calls[1] == frozenset() and calls[3] == calls[0]  # interleaved
+    row = json.loads((tmp_path / "lb.json").read_text())["rows"][0]
+    assert row["saved_share"] == {} and "--shares" in row["shares_note"]
+    assert row["repeats"] == {"plain": 3, "optimized": 3}
+
+
+def test_a_cancel_keeps_the_rows_measured_so_far_in_both_files(monkeypatch, tmp_path):
+    """Cancelled (Ctrl-C, or the panel's terminate) while the second engine runs: the first engine's row stays in
+    --json and in the file the studio's panel reads, the second says it was cut short, and the files are whole."""
+    from studio.bench import leaderboard
+
+    _fake_runs(monkeypatch, {"builtin": 10.0, "wav2lip": 5.0})
+    last = tmp_path / "last.json"
+    monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: last)
+    budget = leaderboard.LeaderboardBudget(frames=25, repeats=1, budget_s=0.0)
+    seen = []
+
+    def progress(line):
+        seen.append(line)
+        if "[2/2]" in line and "run 2 of 2" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        leaderboard.run_leaderboard(_tiny(tmp_path), tmp_path / "lb.json", progress=progress,
+                                    engines=("builtin", "wav2lip"), budget=budget)
+    for path in (tmp_path / "lb.json", last):
+        data = json.loads(path.read_text())
+        assert data["complete"] is False
+        rows = {r["engine"]: r for r in data["rows"]}
+        assert rows["builtin"]["status"] == "measured" and rows["builtin"]["ms_per_frame_optimized"] > 0
+        assert rows["wav2lip"]["status"] == "cut short" and "progress" not in rows["wav2lip"]
+    assert not list(tmp_path.glob(".*.tmp"))  # every rewrite replaced its file whole
+
+
+def test_an_engine_whose_estimate_does_not_fit_the_budget_is_listed_with_it(monkeypatch, tmp_path):
+    """A budget that no probe can fit: the row says how long it would take and what to do, and is not measured."""
+    from studio.bench import leaderboard
+
+    calls = _fake_runs(monkeypatch)
+    monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: tmp_path / "last.json")
+    budget = leaderboard.LeaderboardBudget(frames=25, repeats=2, budget_s=1e-9)
+    assert leaderboard.run_leaderboard(_tiny(tmp_path), tmp_path / "lb.json", progress=lambda m: None,
+                                       engines=("builtin",), budget=budget) == 0
+    row = json.loads((tmp_path / "lb.json").read_text())["rows"][0]
+    assert row["status"] == "over budget" and "--engines builtin" in row["reason"]
+    assert row["estimate_s"] > 0 and row["probe_ms_per_frame"] == pytest.approx(11.0)  # every flag on
+    assert len(calls) == 2  # the probe only (optimized and plain)
+
+
+def test_a_row_estimate_counts_every_run_of_the_row():
+    from studio.bench.leaderboard import LeaderboardBudget, row_estimate_s, runs_per_row
+
+    assert runs_per_row(LeaderboardBudget(repeats=2), 5) == 4
+    assert runs_per_row(LeaderboardBudget(repeats=2, shares=True), 5) == 4 + 5 + 2
+    assert row_estimate_s(0.1, 8, 4, 0.5) == pytest.approx(4 * (0.8 + 0.5))

@@ -147,7 +147,7 @@ def test_runtime_publishes_compute_saved_with_each_flags_share_once_warm() -> No
     """Idling at 96 px with three generation flags and the async stages; one chunk in two is a baseline variant
     (every flag off, or one flag off in turn): the HUD's figure and every active flag's share come from those."""
     active = frozenset({O.PYRAMIDAL, O.FRAME_INTERPOLATION, O.SILENCE_SIEVE, O.ASYNC_PIPELINE})
-    settings = _settings(optimizations=active, measure_baseline=True, baseline_every=2)
+    settings = _settings(optimizations=active, measure_baseline=True, baseline_every=2, baseline_pairs_min=3)
 
     def warm(r: _Running):
         sample = r.runtime.bus.latest("core")

@@ -1,0 +1,22 @@
+"""When the command started, so that every mode can report its time to the first program frame from there.
+
+``mark()`` is called first thing by ``main.py`` (before the heavy imports); a process that never called it (a test,
+an embedding program) counts from the first import of the ``studio`` package instead.
+"""
+
+from __future__ import annotations
+
+import time
+
+_started_s = time.perf_counter()
+
+
+def mark() -> None:
+    """The command starts now."""
+    global _started_s
+    _started_s = time.perf_counter()
+
+
+def since_start_s(at_s: float | None = None) -> float:
+    """Seconds from the command's start to ``at_s`` (a ``time.perf_counter()`` reading; default now)."""
+    return (time.perf_counter() if at_s is None else at_s) - _started_s
