@@ -71,7 +71,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
              motion_thread: bool = True, streams: tuple[str, ...] = (), say=lambda m: None) -> LiveSummary:
     """Run the core from the microphone for ``seconds``; returns what it measured."""
     from studio.encode.recorder import RecorderOutput
-    from studio.pipeline.factory import make_core
+    from studio.pipeline.factory import make_core, presenter_px
     from studio.pipeline.motion import MicMotion, warm_microphone
     from studio.pipeline.outputs import LatencyMeter
     from studio.pipeline.sources import MicSource
@@ -84,7 +84,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     core = None
     try:
         warm_microphone(audio_engine)  # before the core: its first load beside a running core dropped frames
-        anchor = build_anchor(anchor_path)
+        anchor = build_anchor(anchor_path, output_px=presenter_px(settings))
         source = MicSource(capture)
         motion = MicMotion(engine=audio_engine, motion_thread=motion_thread)
         meter = LatencyMeter()

@@ -68,7 +68,7 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
                    ) -> Generator[RenderProgress, None, RenderResult]:
     """Render one segment to ``req.out_path`` (see the module docstring)."""
     from studio.encode.recorder import RecorderOutput
-    from studio.pipeline.factory import make_core
+    from studio.pipeline.factory import make_core, presenter_px
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.sources import ProgramSource, item_from_audio, item_from_utterance
     from studio.presenter.anchor import build_anchor
@@ -79,7 +79,8 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     t0 = time.perf_counter()
     if anchor is None:
         box: list[RenderProgress] = []
-        anchor = build_anchor(req.anchor_path, progress=lambda f, m: box.append(RenderProgress("anchor", f, m)))
+        anchor = build_anchor(req.anchor_path, progress=lambda f, m: box.append(RenderProgress("anchor", f, m)),
+                              output_px=presenter_px(req.core))
         yield from box
     stage["anchor"] = time.perf_counter() - t0
 

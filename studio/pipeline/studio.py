@@ -601,13 +601,15 @@ class StudioRuntime:
     # anchor
 
     def _load_anchor(self, path: Path | None) -> None:
+        from studio.pipeline.factory import presenter_px
         from studio.presenter.anchor import build_anchor
 
         if self._anchor_future is not None:
             self._anchor_future.cancel()
         self._anchor_path = path
         progress = lambda f, m: self._emit(cmd.AnchorProgress(float(f), str(m)))  # noqa: E731
-        self._anchor_future = self._anchor_pool.submit(build_anchor, path, progress=progress)
+        self._anchor_future = self._anchor_pool.submit(build_anchor, path, progress=progress,
+                                                       output_px=presenter_px(self._core_settings))
 
     def _poll_anchor(self) -> None:
         fut = self._anchor_future
