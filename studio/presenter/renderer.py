@@ -218,9 +218,14 @@ class WarpRenderer(nn.Module):
         line = torch.exp(-((gap_px / max(0.55, 0.35 * self.px_per_mm)) ** 2))
         # Where a tooth is only a few pixels wide, a dark line between teeth would read as a comb: fainter lines.
         # The lower row, smaller and in the upper lip's shadow, shows its separations barely at all (else a comb).
-        line_depth = (0.22 if upper else 0.06) * min(1.0, max(0.3, self.px_per_mm / 2.5))
+        line_depth = (0.22 if upper else 0.03) * min(1.0, max(0.3, self.px_per_mm / 2.5))
         back = (arc / 46.0).clamp(0, 1) ** 1.5
-        shade = bright * (0.8 + 0.2 * bulge.sqrt()) * (1 - 0.55 * back) * (1 - line_depth * line)
+        roundness = 0.2 if upper else 0.06  # how much a crown darkens towards its sides
+        shade = bright * (1 - roundness + roundness * bulge.sqrt()) * (1 - 0.55 * back) * (1 - line_depth * line)
+        if not upper:
+            # The lower row is seen past the lower lip and under the upper teeth: one smooth incisal line rising
+            # along the arch and a smooth gum line, so that it never reads as a row of blocks.
+            return shade, 2.0 * (arc / 45.0).clamp(0, 1.5) ** 1.3, torch.full_like(arc, 8.5)
         edge_rise = rise + 0.5 * (1 - bulge ** 0.3) - cusp * (1 - (2 * v - 1).abs()) ** 1.5
         crown = length * (0.86 + 0.14 * bulge)
         return shade, edge_rise, crown

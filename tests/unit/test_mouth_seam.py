@@ -151,3 +151,23 @@ def test_pack_is_built_at_the_output_size(hopper):
     assert anchor.key != hopper.key
     k = 384 / hopper.size_px
     assert np.abs(anchor.landmarks[:, :2] - hopper.landmarks[:, :2] * k).max() < 0.05 * anchor.face_width_px
+
+
+@pytest.mark.parametrize("size", [512, 1080])
+def test_lower_teeth_are_not_a_comb(hopper, size):
+    """Across the lower row, brightness and the incisal edge change smoothly: the separations between the small lower
+    teeth are barely shaded and the edge does not step tooth by tooth (an even row of dark lines and blocks reads as a
+    comb). Ripple = the largest departure from a 6 mm moving average."""
+    module = Presenter(hopper, RenderSettings(size_px=size)).module
+    step = 0.05
+    x_mm = torch.arange(-20.0, 20.0, step).view(1, 1, -1)
+    shade, rise, _ = (t.flatten().numpy() for t in module._tooth_row(x_mm, upper=False))
+    k = int(6 / step)
+
+    def ripple(v: np.ndarray) -> float:
+        padded = np.pad(v, (k // 2, k // 2), mode="edge")
+        smooth = np.convolve(padded, np.ones(k) / k, mode="same")[k // 2:-(k // 2)]
+        return float(np.abs(v - smooth).max())
+
+    assert ripple(shade) / shade.mean() < 0.12
+    assert ripple(rise) < 0.25  # mm
