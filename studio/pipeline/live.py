@@ -84,7 +84,14 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     core = None
     try:
         warm_microphone(audio_engine)  # before the core: its first load beside a running core dropped frames
-        anchor = build_anchor(anchor_path, output_px=presenter_px(settings))
+        shown: set[str] = set()
+
+        def anchor_progress(fraction: float, what: str) -> None:  # the first build at a size adds face detail
+            if what.startswith("adding face detail") and "detail" not in shown:
+                shown.add("detail")
+                say("live: adding face detail to the portrait (once for this size; it is cached)")
+
+        anchor = build_anchor(anchor_path, output_px=presenter_px(settings), progress=anchor_progress)
         source = MicSource(capture)
         motion = MicMotion(engine=audio_engine, motion_thread=motion_thread)
         meter = LatencyMeter()
