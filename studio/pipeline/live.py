@@ -81,7 +81,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     """Run the core from the microphone for ``seconds``; returns what it measured. ``canvas_style``: the canvas's
     set and graphics (``studio.graphics.look.CanvasStyle``)."""
     from studio.encode.recorder import RecorderOutput
-    from studio.pipeline.factory import make_core
+    from studio.pipeline.factory import make_core, presenter_px
     from studio.pipeline.motion import MicMotion, warm_microphone
     from studio.pipeline.outputs import LatencyMeter
     from studio.pipeline.sources import MicSource
@@ -94,7 +94,14 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     core = None
     try:
         warm_microphone(audio_engine)  # before the core: its first load beside a running core dropped frames
-        anchor = build_anchor(anchor_path)
+        shown: set[str] = set()
+
+        def anchor_progress(fraction: float, what: str) -> None:  # the first build at a size adds face detail
+            if what.startswith("adding face detail") and "detail" not in shown:
+                shown.add("detail")
+                say("live: adding face detail to the portrait (once for this size; it is cached)")
+
+        anchor = build_anchor(anchor_path, output_px=presenter_px(settings), progress=anchor_progress)
         source = MicSource(capture)
         motion = MicMotion(engine=audio_engine, motion_thread=motion_thread)
         meter = LatencyMeter()

@@ -65,23 +65,49 @@ class RenderResult:
         return {k: v / max(self.audio_duration_s, 1e-9) for k, v in self.stage_s.items()}
 
 
+def _anchor_with_progress(req: RenderRequest, output_px: int) -> Generator[RenderProgress, None, object]:
+    """Build the anchor pack in a worker thread, yielding its progress as it comes (adding face detail to a large
+    presenter takes tens of seconds the first time)."""
+    import queue
+
+    from studio.presenter.anchor import build_anchor
+
+    updates: queue.Queue = queue.Queue()
+    box: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            box["anchor"] = build_anchor(req.anchor_path, output_px=output_px,
+                                         progress=lambda f, m: updates.put(RenderProgress("anchor", f, m)))
+        except BaseException as exc:  # handed to the generator, which raises it
+            box["error"] = exc
+        finally:
+            updates.put(None)
+
+    thread = threading.Thread(target=work, name="anchor-build", daemon=True)
+    thread.start()
+    while (item := updates.get()) is not None:
+        yield item
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["anchor"]
+
+
 def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = lambda: False
                    ) -> Generator[RenderProgress, None, RenderResult]:
     """Render one segment to ``req.out_path`` (see the module docstring)."""
     from studio.encode.recorder import RecorderOutput
-    from studio.pipeline.factory import make_core
+    from studio.pipeline.factory import make_core, presenter_px
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.sources import ProgramSource, item_from_audio
-    from studio.presenter.anchor import build_anchor
 
     if (req.text is None) == (req.audio_path is None):
         raise InputError("Give exactly one of --text, --script or --audio.")
     stage: dict[str, float] = {}
     t0 = time.perf_counter()
     if anchor is None:
-        box: list[RenderProgress] = []
-        anchor = build_anchor(req.anchor_path, progress=lambda f, m: box.append(RenderProgress("anchor", f, m)))
-        yield from box
+        anchor = yield from _anchor_with_progress(req, presenter_px(req.core))
     stage["anchor"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

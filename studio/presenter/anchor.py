@@ -24,7 +24,7 @@ from studio.presenter.portrait import read_portrait, rgb8
 
 log = logging.getLogger(__name__)
 
-ANCHOR_FORMAT_VERSION = 7
+ANCHOR_FORMAT_VERSION = 9
 DEFAULT_ANCHOR_NAME = "Astronaut (default)"
 MIN_FACE_PX = 64  # cheek to cheek in the photo: smaller faces, upscaled to the anchor's size, look soft
 
@@ -115,9 +115,9 @@ def load_image(path: Path | str) -> np.ndarray:
     return read_portrait(path)
 
 
-def _content_key(image: np.ndarray, settings: AnchorSettings) -> str:
+def _content_key(image: np.ndarray, settings: AnchorSettings, output_px: int | None = None) -> str:
     h = hashlib.sha256()
-    h.update(f"v{ANCHOR_FORMAT_VERSION}|m{MATTE_VERSION}|{image.shape}|".encode())
+    h.update(f"v{ANCHOR_FORMAT_VERSION}|m{MATTE_VERSION}|{image.shape}|{output_px}|".encode())
     h.update(repr(sorted(asdict(settings).items())).encode())
     h.update(np.ascontiguousarray(image).tobytes())
     return h.hexdigest()[:24]
@@ -139,14 +139,6 @@ def _frame_crop(image: np.ndarray, pts: np.ndarray, settings: AnchorSettings) ->
     x0 = min(max(x0, 0), w - side)
     y0 = min(max(y0, 0), h - side)
     return x0, y0, side
-
-
-def _resize(image: np.ndarray, side: int) -> np.ndarray:
-    from PIL import Image
-
-    if image.shape[0] == side and image.shape[1] == side:
-        return image
-    return np.asarray(Image.fromarray(image).resize((side, side), Image.LANCZOS))
 
 
 def _frame_vertices(pts: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:
@@ -187,6 +179,25 @@ def _triangulate(points: np.ndarray) -> np.ndarray:
     a, b, c = points[simplices[:, 0]], points[simplices[:, 1]], points[simplices[:, 2]]
     area = 0.5 * np.abs((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
     return simplices[area > 1e-2]
+
+
+def lip_seam_px(side_px: int) -> float:
+    """The smallest gap kept between the inner lip lines (anchor pixels), closed or not: the mesh between the lips
+    keeps an area, so that opening them never folds the warp."""
+    return max(1.0, side_px / 400)
+
+
+def _part_lips(pts: np.ndarray, side_px: int) -> np.ndarray:
+    """Landmarks with the inner lip lines at least ``lip_seam_px`` apart in every column (a closed mouth traces them on
+    top of each other, sometimes crossed): moved apart about their middle, so that the mesh between them has an area
+    and an inner lip line that is a seam, never a fold."""
+    out = pts.copy()
+    seam = lip_seam_px(side_px)
+    for u, lo in zip(lm.INNER_UPPER_LIP[1:-1], lm.INNER_LOWER_LIP[1:-1]):
+        if out[lo, 1] - out[u, 1] < seam:
+            mid = 0.5 * (out[u, 1] + out[lo, 1])
+            out[u, 1], out[lo, 1] = mid - 0.5 * seam, mid + 0.5 * seam
+    return out
 
 
 def _polygon_mask(shape: tuple[int, int], polygon: np.ndarray) -> np.ndarray:
@@ -258,6 +269,18 @@ def _teeth_split(img: np.ndarray, pts: np.ndarray, inner_mask: np.ndarray) -> fl
     return float(np.clip(np.median(f[f < 0.95]), 0.0, 1.0))
 
 
+def face_light(img: np.ndarray, pts: np.ndarray) -> float:
+    """The face's own brightest light (0..1): the 98th percentile of the brightest channel over the skin of the face
+    oval (eyes and mouth left out), RGB 0..1 input."""
+    shape = img.shape[:2]
+    skin = _polygon_mask(shape, pts[list(lm.FACE_OVAL), :2]) & ~_polygon_mask(shape, np.concatenate(
+        [pts[list(lm.OUTER_UPPER_LIP), :2], pts[list(lm.OUTER_LOWER_LIP[::-1]), :2]]))
+    for upper, lower in ((lm.LEFT_EYE_UPPER, lm.LEFT_EYE_LOWER), (lm.RIGHT_EYE_UPPER, lm.RIGHT_EYE_LOWER)):
+        skin &= ~_polygon_mask(shape, np.concatenate([pts[list(upper), :2], pts[list(lower[::-1]), :2]]))
+    values = img[skin].max(axis=-1) if skin.sum() > 20 else img.max(axis=-1).ravel()
+    return float(np.percentile(values, 98))
+
+
 def _mouth_material(image: np.ndarray, pts: np.ndarray) -> MouthMaterial:
     """Colours for teeth, gums, cavity, tongue and lips measured on this face, and the photo's teeth split."""
     img = image.astype(np.float32) / 255.0
@@ -278,10 +301,13 @@ def _mouth_material(image: np.ndarray, pts: np.ndarray) -> MouthMaterial:
     cheeks = img[int(pts[lm.CHEEK_LEFT, 1]), int(pts[lm.CHEEK_LEFT, 0]):int(pts[lm.CHEEK_RIGHT, 0])]
     skin = np.median(cheeks, axis=0) if len(cheeks) else np.array([0.75, 0.6, 0.5], np.float32)
     if teeth_rgb is None:
-        # Synthesize from the face's own colours: ivory, a little warmer where the skin is warm, and lit like it.
+        # Synthesize from the face's own colours: ivory, a little warmer where the skin is warm, and lit like it: a
+        # little brighter than the cheeks (enamel reflects more than skin) and never brighter than the face's own
+        # brightest skin, so that a dark or backlit portrait gets teeth in the same shadow.
         skin_v = float(skin.max())
         warm = float(np.clip((skin[0] - skin[2]) / max(skin_v, 1e-3), 0.0, 0.6))
-        teeth_rgb = np.array([0.96, 0.92 - 0.06 * warm, 0.84 - 0.12 * warm], np.float32) * min(1.0, 0.5 + 0.6 * skin_v)
+        ivory = np.array([1.0, 0.96 - 0.06 * warm, 0.88 - 0.12 * warm], np.float32)
+        teeth_rgb = ivory * min(1.0, 1.1 * skin_v, face_light(img, pts))
     # Gums and tongue are mucosa: the lips' own red, a little lighter and pinker; the cavity is that red in shadow.
     gum = np.clip(lip_rgb * np.array([1.0, 0.78, 0.80]) * 1.02 + np.array([0.05, 0.02, 0.03]), 0, 1)
     cavity = np.clip(lip_rgb * np.array([0.42, 0.27, 0.27]), 0, 1)
@@ -382,8 +408,13 @@ def build_anchor(
     settings: AnchorSettings | None = None,
     name: str | None = None,
     progress: Progress | None = None,
+    output_px: int | None = None,
 ) -> AnchorPack:
-    """Build (or load from the cache) the anchor pack of a portrait; ``None`` gives the built-in default."""
+    """Build (or load from the cache) the anchor pack of a portrait; ``None`` gives the built-in default.
+
+    ``output_px``: the presenter's size; the pack is framed at that size, the photo enhanced once where that enlarges it
+    (``studio.presenter.detail``), so that the face is as sharp as the output. ``None``: the photo's own crop size,
+    within ``AnchorSettings``' bounds."""
     settings = settings or AnchorSettings()
     report = progress or (lambda fraction, what: None)
     report(0.0, "reading the portrait")
@@ -393,7 +424,9 @@ def build_anchor(
         image, name = rgb8(source), name or "portrait"
     else:
         image, name = load_image(source), name or Path(source).stem
-    key = _content_key(image, settings)
+    if output_px is not None and not 64 <= output_px <= 4096:
+        raise AnchorError(f"The presenter size {output_px} px is out of range: use 64 to 4096.")
+    key = _content_key(image, settings, output_px)
     cache_file = cache_dir("anchors") / f"{key}.npz"
     if settings.use_cache and cache_file.exists():
         try:
@@ -418,14 +451,17 @@ def build_anchor(
                           "use a closer or higher-resolution photo.")
     pts = found.landmarks
     x0, y0, side = _frame_crop(image, pts, settings)
-    out_side = int(min(max(side, settings.min_side_px), settings.max_side_px))
-    framed = _resize(np.ascontiguousarray(image[y0:y0 + side, x0:x0 + side]), out_side)
+    out_side = int(output_px or min(max(side, settings.min_side_px), settings.max_side_px))
+    from studio.presenter.detail import enhance_to
+
+    framed = enhance_to(np.ascontiguousarray(image[y0:y0 + side, x0:x0 + side]), out_side,
+                        lambda f, what: report(0.12 + 0.16 * f, what), use_cache=settings.use_cache)
     report(0.3, "measuring the face")
     traced = lm.detect_landmarks(framed)
     if traced is None:  # an upscaled small face can be too soft to trace again: carry the first tracing over
         k = out_side / side
         traced = np.concatenate([(pts[:, :2] - np.array([x0, y0], np.float32)) * k, pts[:, 2:] * k], axis=1)
-    pts = traced.astype(np.float32)
+    pts = _part_lips(traced.astype(np.float32), out_side)
     report(0.5, "separating the person from the background")
     mask = lm.person_mask(framed)
     report(0.65, "building the face mesh")

@@ -19,7 +19,7 @@ from torch import nn
 
 from studio.errors import RenderError
 from studio.presenter import landmarks as lm
-from studio.presenter.anchor import AnchorPack, teeth_layer
+from studio.presenter.anchor import AnchorPack, lip_seam_px, teeth_layer
 from studio.contracts.coeffs import N_COEFFS, Coeff
 from studio.presenter.rig import LOCAL_COEFFS, build_rig
 
@@ -164,6 +164,7 @@ class WarpRenderer(nn.Module):
         for name in ("teeth_rgb", "cavity_rgb", "tongue_rgb", "gum_rgb"):
             self.register_buffer(name, torch.tensor(getattr(mat, name), dtype=torch.float32).view(1, 3, 1, 1))
         self.px_per_mm = float(anchor.face_width_px * scale / FACE_WIDTH_MM)
+        self.seam_px = float(lip_seam_px(anchor.size_px) * scale)  # the closed lips' parting kept by the pack
         corners = lms[[lm.INNER_UPPER_LIP[0], lm.INNER_UPPER_LIP[-1]], :2]
         self.mouth_cx = float(corners[:, 0].mean())  # the teeth's midline, in the photo
         for name, rows in (("upper_teeth", UPPER_TEETH_MM), ("lower_teeth", LOWER_TEETH_MM)):
@@ -216,9 +217,15 @@ class WarpRenderer(nn.Module):
         gap_px = torch.minimum(v, 1 - v) * width * foreshort * self.px_per_mm
         line = torch.exp(-((gap_px / max(0.55, 0.35 * self.px_per_mm)) ** 2))
         # Where a tooth is only a few pixels wide, a dark line between teeth would read as a comb: fainter lines.
-        line_depth = (0.22 if upper else 0.14) * min(1.0, max(0.3, self.px_per_mm / 2.5))
+        # The lower row, smaller and in the upper lip's shadow, shows its separations barely at all (else a comb).
+        line_depth = (0.22 if upper else 0.03) * min(1.0, max(0.3, self.px_per_mm / 2.5))
         back = (arc / 46.0).clamp(0, 1) ** 1.5
-        shade = bright * (0.8 + 0.2 * bulge.sqrt()) * (1 - 0.55 * back) * (1 - line_depth * line)
+        roundness = 0.2 if upper else 0.06  # how much a crown darkens towards its sides
+        shade = bright * (1 - roundness + roundness * bulge.sqrt()) * (1 - 0.55 * back) * (1 - line_depth * line)
+        if not upper:
+            # The lower row is seen past the lower lip and under the upper teeth: one smooth incisal line rising
+            # along the arch and a smooth gum line, so that it never reads as a row of blocks.
+            return shade, 2.0 * (arc / 45.0).clamp(0, 1.5) ** 1.3, torch.full_like(arc, 8.5)
         edge_rise = rise + 0.5 * (1 - bulge ** 0.3) - cusp * (1 - (2 * v - 1).abs()) ** 1.5
         crown = length * (0.86 + 0.14 * bulge)
         return shade, edge_rise, crown
@@ -349,9 +356,12 @@ class WarpRenderer(nn.Module):
         left = full[:, lm.INNER_UPPER_LIP[0], 0].view(-1, 1, 1)
         right = full[:, lm.INNER_UPPER_LIP[-1], 0].view(-1, 1, 1)
         xg = xs.view(1, 1, -1)
-        inside_x = ((xg - left) / feather).clamp(0, 1) * ((right - xg) / feather).clamp(0, 1)
+        # The corners close softly: the opening fades in over about two millimetres from each corner.
+        taper = max(feather, 2.0 * mm)
+        inside_x = ((xg - left) / taper).clamp(0, 1) * ((right - xg) / taper).clamp(0, 1)
+        inside_x = inside_x * inside_x * (3 - 2 * inside_x)
         gap_px = (y_lo - y_up).clamp(min=0)
-        opened = ((gap_px - 0.4) / 1.2).clamp(0, 1)  # no interior until the lips are apart
+        opened = ((gap_px - self.seam_px - 0.4) / 1.2).clamp(0, 1)  # no interior until the lips are apart
         alpha = ((ys - y_up) / feather + 0.5).clamp(0, 1) * ((y_lo - ys) / feather + 0.5).clamp(0, 1) * inside_x * opened
         # Where the lips meet, a soft dark line (the shadow between them), fading as they part.
         meet = (y_up + y_lo) / 2
@@ -390,7 +400,10 @@ class WarpRenderer(nn.Module):
         gum_l = edge_l + crown_l * mm
         a_lo = ((ys - edge_l) / soft + 0.5).clamp(0, 1)
         is_gum_l = ((ys - gum_l) / soft + 0.5).clamp(0, 1)
-        teeth_l = self.teeth_rgb * (0.9 * shade_l).unsqueeze(1)
+        # Lit at the incisal edge, darker down towards the gum, all of it in the shade of the upper lip and the
+        # teeth above: the face's light, a step down.
+        edge_lit = torch.exp(-(ys - edge_l).clamp(min=0) / (1.5 * mm))
+        teeth_l = self.teeth_rgb * (shade_l * (0.6 + 0.22 * edge_lit)).unsqueeze(1)
         lo_rgb = torch.lerp(teeth_l, self.gum_rgb * (0.7 + 0.25 * shade_l).unsqueeze(1), is_gum_l.unsqueeze(1))
         if self.photo_upper:
             tex = self._sample_teeth(xs, ys, off_x, off_y)

@@ -12,8 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from studio.presenter import landmarks as lm
-from studio.presenter.anchor import AnchorPack
+from studio.presenter.anchor import AnchorPack, lip_seam_px
 from studio.contracts.coeffs import Coeff
+
+# The lips as rings of landmarks, outer contour to inner lip line (corners left out), and the corner columns from the
+# outer corner to the inner one: a point between two rings moves between them, so the lips never fold over themselves.
+UPPER_RINGS = (lm.OUTER_UPPER_LIP[1:-1], (184, 74, 73, 72, 11, 302, 303, 304, 408),
+               (183, 42, 41, 38, 12, 268, 271, 272, 407), lm.INNER_UPPER_LIP[1:-1])
+LOWER_RINGS = (lm.OUTER_LOWER_LIP[1:-1], (77, 90, 180, 85, 16, 315, 404, 320, 307),
+               (96, 89, 179, 86, 15, 316, 403, 319, 325), lm.INNER_LOWER_LIP[1:-1])
+CORNER_COLUMNS = ((61, 76, 62, 78), (291, 306, 292, 308))
 
 # Order of the local bases (rows of ``FaceRig.bases``); the first one is always applied with weight 1.
 BASIS_CLOSE = 0
@@ -51,6 +59,49 @@ def _spread(pts2: np.ndarray, driver_idx: list[int], driver_disp: np.ndarray, si
     return out
 
 
+def _fill_rings(disp: np.ndarray) -> np.ndarray:
+    """Displacements of the lips' middle rings and corner columns, interpolated between the outer contour and the inner
+    lip line of their column (in place on a 478 x 2 array whose outer and inner chains and corners are set)."""
+    for rings in (UPPER_RINGS, LOWER_RINGS):
+        outer, inner = np.asarray(rings[0]), np.asarray(rings[-1])
+        for k in range(1, len(rings) - 1):
+            t = k / (len(rings) - 1)
+            disp[list(rings[k])] = (1 - t) * disp[outer] + t * disp[inner]
+    for col in CORNER_COLUMNS:
+        for k in range(1, len(col) - 1):
+            t = k / (len(col) - 1)
+            disp[col[k]] = (1 - t) * disp[col[0]] + t * disp[col[-1]]
+    return disp
+
+
+def _seam_sides(p2: np.ndarray) -> np.ndarray:
+    """Per landmark: True below the line where the lips meet (carried out sideways at the corners' height)."""
+    xs = np.concatenate([p2[list(lm.INNER_UPPER_LIP), 0], p2[list(lm.INNER_LOWER_LIP), 0]])
+    ys = np.concatenate([p2[list(lm.INNER_UPPER_LIP), 1], p2[list(lm.INNER_LOWER_LIP), 1]])
+    order = np.argsort(xs)
+    seam = np.interp(p2[:, 0], xs[order], ys[order])
+    below = p2[:, 1] > seam
+    below[[i for r in UPPER_RINGS for i in r]] = False
+    below[[i for r in LOWER_RINGS for i in r]] = True
+    return below
+
+
+def _spread_sided(p2: np.ndarray, disp: np.ndarray, sigma_px: float, reach_px: float) -> np.ndarray:
+    """``_spread`` of the lips' displacements with the lip line as a seam: skin above it follows the upper lip (and the
+    corners), skin below it the lower lip, so that parting the lips never drags one lip's skin with the other."""
+    upper = sorted({i for r in UPPER_RINGS for i in r})
+    lower = sorted({i for r in LOWER_RINGS for i in r})
+    corners = sorted({i for col in CORNER_COLUMNS for i in col})
+    below = _seam_sides(p2)
+    out = np.zeros((len(p2), 2), np.float32)
+    for side_below, drivers in ((False, upper + corners), (True, lower + corners)):
+        part = _spread(p2, drivers, disp[drivers], sigma_px, reach_px, exclude=set())
+        out[below == side_below] = part[below == side_below]
+    everyone = upper + lower + corners
+    out[everyone] = disp[everyone]
+    return out
+
+
 def _profile(x: np.ndarray, left: float, right: float) -> np.ndarray:
     """1 at the middle of the mouth, 0 at the corners."""
     u = (x - (left + right) / 2) / max((right - left) / 2, 1e-6)
@@ -67,17 +118,20 @@ def build_rig(anchor: AnchorPack) -> FaceRig:
     left_x, right_x = p2[lm.MOUTH_LEFT, 0], p2[lm.MOUTH_RIGHT, 0]
     mouth_c = p2[list(lm.INNER_UPPER_LIP + lm.INNER_LOWER_LIP)].mean(0)
     lip_sigma, lip_reach = 0.07 * fw, 0.09 * fw
+    seam_px = lip_seam_px(anchor.size_px)
 
     def lip_basis(disp_of: dict[int, np.ndarray]) -> np.ndarray:
-        d = np.array([disp_of.get(i, np.zeros(2)) for i in lips], np.float64)
-        return _spread(p2, lips, d, lip_sigma, lip_reach, exclude=set())
+        d = np.zeros((n, 2), np.float64)
+        for i in lips:
+            d[i] = disp_of.get(i, np.zeros(2))
+        return _spread_sided(p2, _fill_rings(d), lip_sigma, lip_reach)
 
     # Rest closure: inner lips meet; the outer contours follow most of the way.
     close: dict[int, np.ndarray] = {}
     for ui, li, uo, lo in zip(lm.INNER_UPPER_LIP, lm.INNER_LOWER_LIP, lm.OUTER_UPPER_LIP, lm.OUTER_LOWER_LIP):
         if ui in corners:
             continue
-        gap = max(0.0, p2[li, 1] - p2[ui, 1])
+        gap = max(0.0, p2[li, 1] - p2[ui, 1] - seam_px)  # closed, the lips keep the pack's parting (see anchor)
         close[ui] = np.array([0.0, 0.55 * gap])
         close[li] = np.array([0.0, -0.45 * gap])
         close[uo] = np.array([0.0, 0.45 * gap])
@@ -94,15 +148,27 @@ def build_rig(anchor: AnchorPack) -> FaceRig:
     v = (p2[:, 1] - line_y) / max(chin_y - np.mean(line_y), 1e-6)
     lateral = 1 - _smoothstep(0.5, 1.0, np.abs(p2[:, 0] - mouth_c[0]) / (fw / 2))
     w_jaw = _smoothstep(0.0, 0.35, v) * lateral
-    for i in lm.INNER_LOWER_LIP + lm.OUTER_LOWER_LIP:
-        w_jaw[i] = 1.0
-    for i in corners:
-        w_jaw[i] = 0.45
-    for i in lm.INNER_UPPER_LIP + lm.OUTER_UPPER_LIP:
-        if i not in corners:
-            w_jaw[i] = 0.0
+    for ring in LOWER_RINGS:  # the whole lower lip drops with the jaw, tapering to the corners' share
+        u = np.abs(p2[list(ring), 0] - mouth_c[0]) / max((right_x - left_x) / 2, 1e-6)
+        w_jaw[list(ring)] = 0.45 + 0.55 * _smoothstep(0.0, 0.5, 1 - u)
+    for ring in UPPER_RINGS:
+        w_jaw[list(ring)] = 0.0
+    for col in CORNER_COLUMNS:
+        w_jaw[list(col)] = 0.45
+    amount = w_jaw * depth
+    # Skin below the lower lip drops at least as far as the lip above it (else the lip slides over it and folds),
+    # fading out sideways past the corners.
+    chain = list(lm.OUTER_LOWER_LIP)
+    order = np.argsort(p2[chain, 0])
+    cx, cy, ca = p2[chain, 0][order], p2[chain, 1][order], amount[chain][order]
+    past = np.maximum(left_x - p2[:, 0], p2[:, 0] - right_x).clip(min=0)
+    under = np.interp(p2[:, 0], cx, ca) * (1 - _smoothstep(0.0, 0.12 * fw, past))
+    lips_all = [i for r in UPPER_RINGS + LOWER_RINGS + CORNER_COLUMNS for i in r]
+    skin_below = p2[:, 1] > np.interp(p2[:, 0], cx, cy)
+    skin_below[lips_all] = False
+    amount = np.where(skin_below, np.maximum(amount, under), amount)
     b_jaw = np.zeros((n, 2))
-    b_jaw[:, 1] = drop * w_jaw * depth
+    b_jaw[:, 1] = drop * amount
 
     # Lip part: upper lip up, lower lip down, most in the middle.
     part: dict[int, np.ndarray] = {}

@@ -34,13 +34,15 @@ class AnchorRoom:
         self._pool.submit(fn, *args)
 
     def load(self, path: Path | None) -> None:
+        from studio.pipeline.factory import presenter_px
         from studio.presenter.anchor import build_anchor
 
         if self._future is not None:
             self._future.cancel()
         self._path = path
         progress = lambda f, m: self.outbox.emit(cmd.AnchorProgress(float(f), str(m)))  # noqa: E731
-        self._future = self._pool.submit(build_anchor, path, progress=progress)
+        self._future = self._pool.submit(build_anchor, path, progress=progress,
+                                         output_px=presenter_px(self.supervisor.core_settings))
 
     def poll(self) -> bool:
         """Put a finished anchor on air; True when a new one went on air just now."""
