@@ -585,8 +585,8 @@ class Core:
         for out in outputs:
             try:
                 out.write(batch)
-            except StudioError as exc:  # one output failing (a full disk, say) never stops the program
-                log.warning("output %s failed: %s", out.name, exc)
+            except StudioError as exc:  # one output failing (a full disk, say) never stops the program; its
+                log.info("output %s failed: %s", out.name, exc)  # owner says so (failed_outputs), once
                 self._output_failed(out, exc)
         chunk.frames = None
         self._account(chunk)

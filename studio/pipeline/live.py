@@ -94,6 +94,13 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
             outputs.append(recorder)
         outputs += list(streams)
         core = make_core(source, motion, settings, anchor, outputs, bus_source="live")
+        if recorder is not None:  # a recording that cannot start is the command's error, not a warning
+            try:
+                recorder.open(core.fmt)
+            except BaseException:
+                core.pool.close()
+                raise
+            recorder._opened = True  # type: ignore[attr-defined]  (the core leaves it as it is)
     except BaseException:
         capture.stop()
         raise

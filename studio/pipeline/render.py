@@ -39,6 +39,7 @@ class RenderRequest:
     weights_dir: Path | None = None
     canvas_background: Path | None = None
     streams: tuple = ()  # more outputs (studio.encode.streams), fed as the file is written
+    stream_pace: bool = True  # live outputs get the program at real time (the file then takes as long as it lasts)
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,11 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     s = req.core
     source = ProgramSource([item])
     motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
-    recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
-                              settings=_render_encode_settings(s))
+    # the same encode settings as the stream outputs: the file and every stream share one encode
+    recorder = RecorderOutput(req.out_path, fragmented=True, block=True)
+    for st in req.streams:
+        if hasattr(st, "pace"):
+            st.pace = req.stream_pace
     style = None
     if s.layout is Layout.CANVAS and req.canvas_background is not None:
         from studio.pipeline.post import CanvasStyle
@@ -119,6 +123,7 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         style = CanvasStyle(background_image=req.canvas_background)
     core = make_core(source, motion, s, anchor, [recorder, *req.streams], weights_dir=req.weights_dir,
                      canvas_style=style)
+    _open_outputs(core, [recorder, *req.streams])
     stage["setup"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -141,11 +146,16 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         while not done.wait(0.1):
             if abort():
                 stop.set()
+            if recorder.error is not None:  # the first failed write ends the work
+                stop.set()
+                break
             p = source.progress()
             if not math.isnan(p) and p - last >= 0.01:
                 last = p
                 yield RenderProgress("render", p, f"frame {source.next_slot}/{source.total_slots}")
         thread.join()
+        if recorder.error is not None:
+            raise _failure(recorder)
         if box_err:
             raise box_err[0]
         if stop.is_set():
@@ -174,12 +184,30 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
                         device=s.device, report=report, warnings=warnings)
 
 
-def _render_encode_settings(s: CoreSettings):
-    from studio.encode.settings import EncodeSettings
+def _open_outputs(core, outputs) -> None:
+    """Open every output before the first frame: one that cannot open is the command's error, not a warning."""
+    opened = []
+    try:
+        for out in outputs:
+            out.open(core.fmt)
+            out._opened = True  # type: ignore[attr-defined]  (the core leaves it as it is)
+            opened.append(out)
+    except BaseException:
+        for out in opened:
+            try:
+                out.abort() if hasattr(out, "abort") else out.close()
+            except StudioError as exc:
+                log.info("closing %s after a failed start: %s", out.name, exc)
+        core.pool.close()
+        raise
 
-    # fragmented (crash-safe) files with no B-frames; veryfast where the machine keeps up, as before
-    return EncodeSettings(preset="veryfast" if s.device.startswith("cuda") else "ultrafast",
-                          encoder_threads=0)
+
+def _failure(recorder) -> StudioError:
+    """The recorder's error as the command's one line (it names the kept part, if any)."""
+    err = recorder.error
+    if isinstance(err, StudioError):
+        return err
+    return EncoderError(f"Writing {recorder.path} failed ({err}): choose another folder and render again.")
 
 
 def write_timings(path: Path, utt: Utterance) -> None:
