@@ -23,7 +23,8 @@ from studio.encode.synthetic import SyncSource
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="Debian's ffmpeg is the receiver: apt-get install ffmpeg"),
+    pytest.mark.skipif(shutil.which("ffmpeg") is None,
+                       reason="Debian's ffmpeg is the receiver: apt-get install ffmpeg"),
 ]
 
 FMT = ProgramFormat(320, 240, 25.0)
