@@ -123,6 +123,16 @@ class RecorderOutput(HubOutput):
                            detail=st.detail if st.state is OutputState.FAILED else str(self.path))
 
 
+def failure_line(rec: RecorderOutput, err: BaseException | None = None) -> StudioError:
+    """The recording's failure in one line, with what was kept of it: the command's error."""
+    err = err if err is not None else rec.error
+    kept = rec.salvaged
+    text = str(err).rstrip() if isinstance(err, StudioError) else f"Recording {rec.path} failed ({err})."
+    tail = (f" What was recorded until then is kept in {kept}." if kept is not None
+            else f" Nothing playable was written, so {rec.path.name} was not kept.")
+    return (type(err) if isinstance(err, StudioError) else EncoderError)(text + tail)
+
+
 @OUTPUTS.register("recorder")
 def _recorder(**kwargs) -> RecorderOutput:
     return RecorderOutput(**kwargs)

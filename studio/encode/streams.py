@@ -161,7 +161,7 @@ class Mp4FileSink(ContainerSink):
     at close, a fragment cut on a full disk), so the sink checks the file itself - on disk, every fragment before the
     one still open must be there (checked at each keyframe); before finishing, the free space must hold the open
     fragment; after, the file is synced and read back (as many video packets as were sent). On a failure the
-    playable part is kept as ``NAME-recovered.mp4`` (``salvaged``) and the error says so."""
+    playable part is kept as ``NAME-recovered.mp4`` (``salvaged``; ``recorder.failure_line`` words it)."""
 
     def __init__(self, path: Path | str, fragmented: bool = True, max_queue_frames: int = 250) -> None:
         self.path = Path(path)
@@ -256,7 +256,7 @@ class Mp4FileSink(ContainerSink):
             raise self._short_write()
 
     def _failed(self, err: StudioError) -> StudioError:
-        """Keep the playable part (``NAME-recovered.mp4``) and return ``err`` saying where it is."""
+        """Keep the playable part as ``NAME-recovered.mp4`` (``salvaged``); returns ``err`` to raise."""
         self._close_container()
         from studio.encode.recovery import RecoveryAction, recover_file
 
@@ -274,9 +274,7 @@ class Mp4FileSink(ContainerSink):
             if lock is not None:
                 lock.release()
         self.salvaged = kept
-        tail = (f" What was recorded until then is kept in {kept}." if kept is not None
-                else f" Nothing playable was written, so {self.path.name} was not kept.")
-        return type(err)(str(err).rstrip() + tail)
+        return err
 
     def finish(self) -> None:
         wrote = self._container is not None

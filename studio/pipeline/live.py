@@ -19,6 +19,7 @@ from pathlib import Path
 
 from studio.audio.capture import CaptureStatus, MicCapture
 from studio.audio.settings import AudioEngine, CaptureSettings
+from studio.errors import StudioError
 from studio.pipeline.settings import CoreSettings, Optimization
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,14 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
         for o in core.outputs():
             if o is not recorder:
                 o.close()
-    path = recorder.close() if recorder is not None else None
+    path = None
+    if recorder is not None:
+        try:
+            path = recorder.close()
+        except StudioError as exc:
+            from studio.encode.recorder import failure_line
+
+            raise failure_line(recorder, exc) from exc
     if errors:
         raise errors[0]
     core.pool.close()

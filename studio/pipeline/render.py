@@ -162,9 +162,12 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
             raise StudioError("Render cancelled.")
         yield RenderProgress("render", 1.0, f"frame {source.total_slots}/{source.total_slots}")
         t1 = time.perf_counter()
-        out = recorder.close()
-        for st in req.streams:
+        for st in req.streams:  # the recorder last: the shared encode's flush (the sound's end) goes to the file
             st.close()
+        try:
+            out = recorder.close()
+        except StudioError as exc:  # the finished file did not check out: say what was kept
+            raise _failure(recorder, exc) from exc
         stage["finish"] = time.perf_counter() - t1
     except BaseException:
         stop.set()
@@ -202,12 +205,11 @@ def _open_outputs(core, outputs) -> None:
         raise
 
 
-def _failure(recorder) -> StudioError:
-    """The recorder's error as the command's one line (it names the kept part, if any)."""
-    err = recorder.error
-    if isinstance(err, StudioError):
-        return err
-    return EncoderError(f"Writing {recorder.path} failed ({err}): choose another folder and render again.")
+def _failure(recorder, err: BaseException | None = None) -> StudioError:
+    """The recorder's error as the command's one line, naming the kept part, if any."""
+    from studio.encode.recorder import failure_line
+
+    return failure_line(recorder, err)
 
 
 def write_timings(path: Path, utt: Utterance) -> None:
