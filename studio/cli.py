@@ -103,17 +103,23 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--anchor", type=Path, help="portrait image (default: the built-in astronaut)")
     r.add_argument("--voice", help="TTS voice, e.g. piper:joe or espeak:en-us (see `doctor`)")
     r.add_argument("--title", default="", help="the segment title on a canvas (plain text)")
-    r.add_argument("--out", type=Path, required=True, help="output .mp4 file")
+    r.add_argument("--out", type=Path, required=True,
+                   help="output .mp4 file (replaced if it exists; a second command writing the same file at the "
+                        "same time is refused at start)")
     r.add_argument("--timings", type=Path, help="also write the phone and word timings as JSON")
     r.add_argument("--audio-engine", choices=[e.value for e in AudioEngine], default=DEFAULT_AUDIO_ENGINE.value,
                    help=f"what turns --audio into mouth motion (default {DEFAULT_AUDIO_ENGINE.value}: "
                         "resources/models/audio2motion/metrics.json)")
     _add_stream_args(r)
+    r.add_argument("--stream-pace", choices=["on", "off"], default="on",
+                   help="on (default): --stream receivers get the program at real time, so the render takes as long "
+                        "as the speech; off: as fast as it renders")
     _add_picture_args(r)
 
     lv = sub.add_parser("live", help="headless live mode from the microphone")
     lv.add_argument("--seconds", type=float, default=10.0, help="how long to stay live (default 10)")
-    lv.add_argument("--out", type=Path, help="record to this .mp4")
+    lv.add_argument("--out", type=Path,
+                    help="record to this .mp4 (a second command writing the same file at the same time is refused)")
     lv.add_argument("--anchor", type=Path, help="portrait image (default: the built-in astronaut)")
     lv.add_argument("--input", help="input device name (default: the system default)")
     lv.add_argument("--audio-engine", choices=[e.value for e in AudioEngine], default=DEFAULT_AUDIO_ENGINE.value,
@@ -302,22 +308,25 @@ def _cmd_render(args: argparse.Namespace) -> int:
         from studio.speech import check_request
 
         check_request(text, args.voice)
+    from studio.encode.claim import claim_output
     from studio.encode.recovery import recover_for_output
 
-    _announce(recover_for_output(args.out))
-    streams = tuple(stream_outputs(args.stream, block=True, allow_remote=args.stream_allow_remote))
-    req = RenderRequest(out_path=args.out, text=text, audio_path=args.audio, anchor_path=args.anchor,
-                        voice=args.voice, title=args.title, core=core, timings_path=args.timings,
-                        audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
-                        canvas_background=style.background_image, canvas_style=style, streams=streams)
-    show = _stderr_progress()
-    gen = render_segment(req)
-    try:
-        while True:
-            p = next(gen)
-            show(p.stage, p.fraction, p.message)
-    except StopIteration as stop:
-        result = stop.value
+    with claim_output(args.out):
+        _announce(recover_for_output(args.out))
+        streams = tuple(stream_outputs(args.stream, block=True, allow_remote=args.stream_allow_remote))
+        req = RenderRequest(out_path=args.out, text=text, audio_path=args.audio, anchor_path=args.anchor,
+                            voice=args.voice, title=args.title, core=core, timings_path=args.timings,
+                            audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
+                            canvas_background=style.background_image, canvas_style=style, streams=streams,
+                            stream_pace=args.stream_pace == "on")
+        show = _stderr_progress()
+        gen = render_segment(req)
+        try:
+            while True:
+                p = next(gen)
+                show(p.stage, p.fraction, p.message)
+        except StopIteration as stop:
+            result = stop.value
     # result.warnings were logged where they arose, and the console log handler has shown them once already
     rtf = result.real_time_factors()
     rep = result.report
@@ -342,15 +351,22 @@ def _cmd_live(args: argparse.Namespace) -> int:
 
     seconds = check_seconds(args.seconds)
     core = core_settings_from(args, live=True)
+    from contextlib import nullcontext
+
+    from studio.encode.claim import claim_output
+
+    claim = nullcontext()
     if args.out is not None:
         check_output_path(Path(args.out), inputs=[args.anchor])
         from studio.encode.recovery import recover_for_output
 
+        claim = claim_output(Path(args.out))
         _announce(recover_for_output(Path(args.out)))
-    summary = run_live(core, seconds, out=args.out, input_device=args.input, anchor_path=args.anchor,
-                       audio_engine=AudioEngine(args.audio_engine), motion_thread=args.motion_thread,
-                       streams=tuple(stream_outputs(args.stream, allow_remote=args.stream_allow_remote)),
-                       say=print_line, canvas_style=_canvas_style(args))
+    with claim:
+        summary = run_live(core, seconds, out=args.out, input_device=args.input, anchor_path=args.anchor,
+                           audio_engine=AudioEngine(args.audio_engine), motion_thread=args.motion_thread,
+                           streams=tuple(stream_outputs(args.stream, allow_remote=args.stream_allow_remote)),
+                           say=print_line, canvas_style=_canvas_style(args))
     print(f"live: {summary.line()}", flush=True)
     return EXIT_OK
 

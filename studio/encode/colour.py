@@ -23,7 +23,7 @@ def rgb_to_i420(frames: torch.Tensor, channels_last: bool = False) -> torch.Tens
     layout PyAV's ``yuv420p`` frames take), BT.709 limited range. ``frames`` is N x 3 x H x W, or N x H x W x 3 with
     ``channels_last``. The chroma is converted from the 2 x 2 mean of the RGB (the conversion is linear: the same
     result as subsampling the converted chroma, for a quarter of the work). Torch releases the interpreter lock while
-    it converts, unlike an encoder's own conversion (studio.encode.worker)."""
+    it converts, unlike an encoder's own conversion (studio.encode.encoder_process)."""
     x = (frames if channels_last else frames.permute(0, 2, 3, 1)).to(torch.float32)  # N x H x W x 3
     n, h, w, _ = x.shape
     r, g, b = x[..., 0], x[..., 1], x[..., 2]

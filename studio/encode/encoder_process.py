@@ -4,7 +4,9 @@ PyAV runs swscale and libx264 while holding the GIL for much of each frame (meas
 from 24 to 18 fps on 2 cores while an in-process encoder ran beside it), so ``ChildEncoder`` runs a
 ``StreamEncoder`` in ``python -m studio.encode.encoder_process FD``: each picture is copied into one shared-memory
 slot (about 1 ms for a 720p frame), the request and the encoded packets go through a pipe. It has the
-``StreamEncoder`` interface; the hub's encode thread calls it and waits, without the lock, for the packets.
+``StreamEncoder`` interface; the hub's encode thread calls it and waits, without the lock, for the packets. The
+segment's name is unlinked as soon as the child has attached it, so a process killed with ``kill -9`` leaves nothing
+in ``/dev/shm``.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _child(fd: int) -> None:
     try:
         shm_name, _slot_bytes, width, height, fps, rate, settings, choice = conn.recv()
         shm = shared_memory.SharedMemory(name=shm_name)
-        resource_tracker.unregister(shm._name, "shared_memory")  # the parent owns (and unlinks) it
+        resource_tracker.unregister(shm._name, "shared_memory")  # the parent unlinks it once this one is attached
         enc = StreamEncoder(width, height, fps, rate, settings, choice)
         conn.send(("ready", enc.aac_config, enc.aac_frame_samples))
         while True:
@@ -90,6 +92,7 @@ class ChildEncoder:
         self.video_bytes = self.audio_bytes = 0
         slot_bytes = width * height * 3
         self._shm = shared_memory.SharedMemory(create=True, size=slot_bytes)
+        self._unlinked = False
         self._conn, child = connection.Pipe()
         fd = child.fileno()
         self._proc = subprocess.Popen([sys.executable, "-m", "studio.encode.encoder_process", str(fd)],
@@ -102,6 +105,8 @@ class ChildEncoder:
         except BaseException:
             self.close()
             raise
+        # both processes have it mapped now: its name goes, so that no kill (not even -9) leaves it in /dev/shm
+        self._unlink()
         self.aac_config, self.aac_frame_samples = reply[1], reply[2]
 
     def _recv(self, timeout_s: float | None = None):
@@ -149,7 +154,15 @@ class ChildEncoder:
             self._proc.wait()
         self._conn.close()
         self._shm.close()
-        self._shm.unlink()
+        self._unlink()
+
+    def _unlink(self) -> None:
+        if not self._unlinked:
+            self._unlinked = True
+            try:
+                self._shm.unlink()
+            except FileNotFoundError:
+                pass
 
 
 if __name__ == "__main__":

@@ -70,6 +70,9 @@ class Sink(abc.ABC):
         self._audio_origin = 0  # the same, in program samples
         self.error: BaseException | None = None
         self.result: object = None
+        self.pace = False  # send no faster than real time (a file render feeding a live receiver)
+        self._pace_origin: Fraction | None = None  # the run the wall-clock origin below belongs to
+        self._pace_wall0 = 0.0
 
     # -- hub side ---------------------------------------------------------------------------------------------------
 
@@ -186,15 +189,35 @@ class Sink(abc.ABC):
                     continue
                 if origin is None:
                     continue  # a restart cleared the run this packet belonged to
-                n = self.send(pkt, pkt.pts * pkt.time_base - origin)
+                rel = pkt.pts * pkt.time_base - origin
+                if self.pace:
+                    self._wait_for(origin, float(rel))
+                n = self.send(pkt, rel)
                 if n:
                     self._count(pkt, n)
             self.finish()
         except BaseException as exc:  # handed to close() and shown in the stats
             self.error = exc
             self.state = OutputState.FAILED
-            self.detail = f"{self.label}: {exc}"
-            log.exception("sink %s failed", self.label)
+            self.detail = str(exc) if isinstance(exc, StudioError) else f"{self.label}: {exc}"
+            with self._cond:  # nothing more is taken: a blocked offer returns, later ones are dropped
+                self._closing = True
+                self._q.clear()
+                self._queued_video = 0
+                self._cond.notify_all()
+            if isinstance(exc, StudioError):  # said in words by whoever owns the sink; the details go to the log
+                log.info("sink %s failed: %s", self.label, exc, exc_info=True)
+            else:
+                log.exception("sink %s failed", self.label)
+
+    def _wait_for(self, origin: Fraction, rel_s: float) -> None:
+        """Pacing: hold a packet until its time on the wall clock, counted from this run's first packet."""
+        now = time.monotonic()
+        if self._pace_origin != origin:
+            self._pace_origin, self._pace_wall0 = origin, now - max(0.0, rel_s)
+        delay = self._pace_wall0 + rel_s - now
+        if delay > 0:
+            time.sleep(delay)
 
     def _count(self, pkt: EncodedPacket, n: int) -> None:
         now = time.monotonic()
@@ -255,6 +278,7 @@ class EncodeHub:
         self.first_sample = 0
         self._next_slot = 0
         self._audio_done = 0  # samples encoded, from first_sample
+        self._audio_pending: deque[tuple[int, np.ndarray]] = deque()  # (start from first_sample, samples) to encode
         self._last: tuple[np.ndarray, str] | None = None
         self._force_key = False
         self.frames = 0  # pictures encoded from the core
@@ -370,11 +394,17 @@ class EncodeHub:
             raise errors[0]
         return results
 
+    @property
+    def video_encodes(self) -> int:
+        """Pictures handed to the video encoder so far (repeats included): one per frame slot, however many sinks
+        take the packets."""
+        return self.encoder.frames_in
+
     def stats(self) -> dict[str, float | str | int]:
         ms = sorted(self.encode_ms)
         return {"encoder": self.choice.kind.value, "reason": self.choice.reason, "frames": self.frames,
-                "repeated": self.repeated, "dropped": self.dropped,
-                "encode_ms_median": ms[len(ms) // 2] if ms else float("nan")}
+                "repeated": self.repeated, "dropped": self.dropped, "video_encodes": self.video_encodes,
+                "sinks": len(self.sinks()), "encode_ms_median": ms[len(ms) // 2] if ms else float("nan")}
 
     # -- the encode thread ------------------------------------------------------------------------------------------
 
@@ -395,6 +425,8 @@ class EncodeHub:
                         self._busy = False
                         self._queued_frames -= len(item[0])
                         self._cond.notify_all()
+            if self.first_slot is not None:  # the sound ends with the last picture
+                self._encode_audio(self.fmt.samples_at(self._next_slot) - self.first_sample, 0, pad=True)
             self._fan_out(self.encoder.flush())
         except BaseException as exc:  # handed to submit() and the outputs' stats
             self.error = exc
@@ -410,8 +442,13 @@ class EncodeHub:
             self.first_slot = self._next_slot = int(slots[0])
             self.first_sample = self.fmt.samples_at(self.first_slot)
         # the sound first: AAC holds a frame back, so its packets would otherwise leave a batch's encode later than
-        # the pictures, and every viewer that plays in sync waits for the sound
-        self._encode_audio(a_start, audio, int(cap.max()) if len(cap) else 0)
+        # the pictures, and every viewer that plays in sync waits for the sound. Sound past this batch's last
+        # picture waits for the pictures that show it (and is cut when none come: the tracks end together).
+        if len(audio):
+            self._audio_pending.append((a_start - self.first_sample, audio))
+        last = int(slots[-1]) + 1 if len(slots) else self._next_slot
+        self._encode_audio(self.fmt.samples_at(max(last, self._next_slot)) - self.first_sample,
+                           int(cap.max()) if len(cap) else 0)
         t0 = time.perf_counter()
         for slot, pic, c in zip(slots, pics, cap):
             slot = int(slot)
@@ -432,16 +469,30 @@ class EncodeHub:
         self._next_slot += 1
         self._fan_out(self.encoder.encode_picture(pic, pix, index, keyframe=key, capture_ns=capture_ns))
 
-    def _encode_audio(self, a_start: int, audio: np.ndarray, capture_ns: int) -> None:
-        rel = a_start - self.first_sample
-        if rel + len(audio) <= self._audio_done:
-            return
-        if rel > self._audio_done:  # a hole in the program audio: silence
-            self._fan_out(self.encoder.encode_audio(np.zeros(rel - self._audio_done, np.float32), capture_ns))
-            self._audio_done = rel
-        take = audio[self._audio_done - rel:]
-        self._audio_done += len(take)
-        self._fan_out(self.encoder.encode_audio(take, capture_ns))
+    def _encode_audio(self, end: int, capture_ns: int, pad: bool = False) -> None:
+        """Encode the waiting sound up to sample ``end`` (from ``first_sample``); a hole is silence, and so is what
+        is missing up to ``end`` when ``pad``."""
+        pend = self._audio_pending
+        while pend and self._audio_done < end:
+            rel, a = pend[0]
+            if rel + len(a) <= self._audio_done:  # already encoded (or before the first picture)
+                pend.popleft()
+                continue
+            if rel > self._audio_done:  # a hole in the program audio: silence
+                upto = min(rel, end)
+                self._fan_out(self.encoder.encode_audio(np.zeros(upto - self._audio_done, np.float32), capture_ns))
+                self._audio_done = upto
+                if upto >= end:
+                    break
+            a0 = self._audio_done - rel
+            take = a[a0:a0 + end - self._audio_done]
+            self._audio_done += len(take)
+            self._fan_out(self.encoder.encode_audio(take, capture_ns))
+            if a0 + len(take) >= len(a):
+                pend.popleft()
+        if pad and self._audio_done < end:
+            self._fan_out(self.encoder.encode_audio(np.zeros(end - self._audio_done, np.float32), capture_ns))
+            self._audio_done = end
 
     def _fan_out(self, packets: list[EncodedPacket]) -> None:
         if not packets:
@@ -457,14 +508,16 @@ _pool_lock = threading.Lock()
 _pool: dict[tuple, tuple[EncodeHub, int]] = {}
 
 
-def acquire_hub(fmt: ProgramFormat, settings: StreamEncodeSettings | None = None, block: bool = False) -> EncodeHub:
-    """The running hub for this format and these settings, or a new one (reference-counted; ``release_hub``)."""
+def acquire_hub(fmt: ProgramFormat, settings: StreamEncodeSettings | None = None, block: bool = False,
+                queue_frames: int | None = None) -> EncodeHub:
+    """The running hub for this format and these settings, or a new one (reference-counted; ``release_hub``).
+    ``queue_frames`` sizes a new hub's queue (a running one keeps its own)."""
     settings = settings or StreamEncodeSettings()
     key = (fmt, settings, block)
     with _pool_lock:
         hub, refs = _pool.get(key, (None, 0))
         if hub is None or hub.error is not None or hub._closing:
-            hub, refs = EncodeHub(fmt, settings, block=block), 0
+            hub, refs = EncodeHub(fmt, settings, block=block, queue_frames=queue_frames), 0
         _pool[key] = (hub, refs + 1)
         return hub
 
@@ -498,9 +551,12 @@ class HubOutput(Output):
     wants_yuv = True
     retains_frames = False  # the hub copies what it keeps
 
-    def __init__(self, settings: StreamEncodeSettings | None = None, block: bool = False) -> None:
+    def __init__(self, settings: StreamEncodeSettings | None = None, block: bool = False,
+                 queue_frames: int | None = None) -> None:
         self.settings = settings or StreamEncodeSettings()
         self.block = block
+        self.queue_frames = queue_frames  # the hub's queue, when this output starts it
+        self.pace = False  # the sink sends no faster than real time (``Sink.pace``)
         self.hub: EncodeHub | None = None
         self.sink: Sink | None = None
         self._result: object = None
@@ -515,7 +571,8 @@ class HubOutput(Output):
             return
         self.sink = self.make_sink()
         self.sink.block = self.block  # an offline render keeps every frame for every sink that is reachable
-        self.hub = acquire_hub(fmt, self.settings, self.block)
+        self.sink.pace = self.pace
+        self.hub = acquire_hub(fmt, self.settings, self.block, self.queue_frames)
         self.hub.add_sink(self.sink)
 
     def write(self, batch: ProgramBatch) -> None:

@@ -1,4 +1,4 @@
-"""Live outputs through PyAV's muxers: RTMP (FLV), MPEG-TS over TCP / UDP, and the MP4 file sink of the recorder.
+"""Live outputs through PyAV's muxers: RTMP (FLV), MPEG-TS over TCP / UDP, and the recorder's MP4 file sink.
 
 Every one is a ``Sink`` of the shared encode (``studio.encode.hub``): no output encodes on its own.
 
@@ -19,6 +19,7 @@ import logging
 import os
 import time
 import urllib.parse
+from collections import deque
 from fractions import Fraction
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from studio.encode.mp4 import (
     claim_partial,
     partial_path_for,
 )
-from studio.errors import EncoderError, InputError, OutputPathError
+from studio.errors import EncoderError, InputError, OutputPathError, StudioError
 from studio.contracts import Output, OutputState
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,13 @@ class Mp4FileSink(ContainerSink):
     """The recorder's file: an MP4 with the guarantees of ``studio.encode.mp4`` - written into a hidden
     ``.name.mp4.part`` and renamed on close (atomic), fragmented for live recordings (what was written before a crash
     plays; ``recover_partial`` rescues it), zero A/V offset through the AAC priming edit list (``delay_moov`` keeps it
-    in fragmented files). ``close()`` returns the final path."""
+    in fragmented files). ``close()`` returns the final path.
+
+    Nothing is called written that is not: FFmpeg's muxer does not always report a failed write (the last fragment
+    at close, a fragment cut on a full disk), so the sink checks the file itself - on disk, every fragment before the
+    one still open must be there (checked at each keyframe); before finishing, the free space must hold the open
+    fragment; after, the file is synced and read back (as many video packets as were sent). On a failure the
+    playable part is kept as ``NAME-recovered.mp4`` (``salvaged``; ``recorder.failure_line`` words it)."""
 
     def __init__(self, path: Path | str, fragmented: bool = True, max_queue_frames: int = 250) -> None:
         self.path = Path(path)
@@ -168,23 +175,129 @@ class Mp4FileSink(ContainerSink):
             options["flush_packets"] = "1"
         super().__init__(str(partial_path_for(self.path)), "mp4", f"recording {self.path.name}", network=False,
                          options=options, max_queue_frames=max_queue_frames)
+        self.fragmented = fragmented
         self.display = self.detail = str(self.path)
+        self.discard = False  # finish without keeping anything (an aborted recording)
+        self.salvaged: Path | None = None  # after a failure: the playable part, kept under a visible name
+        self.bytes_sent = 0  # payload bytes handed to the muxer
+        self.video_sent = 0
+        self._sent_at_keys: deque[int] = deque([0, 0, 0], maxlen=3)  # bytes sent before the last keyframes
         self._lock = claim_partial(self.path)  # another writer is refused; a crash's leftover is recovered first
+
+    def send(self, pkt: EncodedPacket, rel_s: Fraction) -> int:
+        if pkt.video and pkt.keyframe and self._container is not None:
+            # what came before the keyframe two back is on disk by now: the muxer holds a keyframe until sound
+            # past it arrives (interleaving), and only then writes the fragment that the keyframe ends
+            self._sent_at_keys.append(self.bytes_sent)
+            if self.fragmented:
+                self._check_on_disk(self._sent_at_keys[0])
+        n = super().send(pkt, rel_s)
+        if n:
+            self.bytes_sent += n
+            self.video_sent += pkt.video
+        return n
+
+    def _lost(self, exc: BaseException) -> None:
+        try:
+            super()._lost(exc)
+        except (OutputPathError, EncoderError) as err:
+            raise self._failed(err) from exc
+
+    def _check_on_disk(self, expected: int) -> None:
+        try:
+            size = os.stat(self.target).st_size
+        except OSError as exc:
+            raise self._failed(_path_error(exc, self.path)) from exc
+        if size < expected:
+            raise self._failed(self._short_write())
+
+    def _short_write(self) -> OutputPathError:
+        try:
+            st = os.statvfs(self.path.parent)
+            full = st.f_bavail * st.f_frsize < 1 << 20
+        except OSError:
+            full = False
+        if full:
+            return OutputPathError(f"The disk holding {self.path.parent} is full: free some space or choose "
+                                   "another folder.")
+        return OutputPathError(f"Writing {self.path} failed: part of it did not reach the disk; choose another "
+                               "folder.")
+
+    def _check_room(self) -> None:
+        """Before finishing: the free space must hold what the muxer still keeps (the open fragment), with room."""
+        try:
+            st = os.statvfs(self.path.parent)
+        except OSError as exc:
+            raise _path_error(exc, self.path) from exc
+        pending = self.bytes_sent - self._sent_at_keys[0] + (1 << 16)
+        if st.f_bavail * st.f_frsize < pending:
+            raise OutputPathError(f"The disk holding {self.path.parent} is full: free some space or choose another "
+                                  "folder.")
+
+    def _check_written(self) -> None:
+        """After the muxer closed: synced to the disk, and read back with every video packet that was sent."""
+        try:
+            fd = os.open(self.target, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            size = os.stat(self.target).st_size
+        except OSError as exc:
+            raise _path_error(exc, self.path) from exc
+        if size < self.bytes_sent:
+            raise self._short_write()
+        try:
+            with av.open(self.target) as c:
+                got = sum(1 for p in c.demux(c.streams.video[0]) if p.size)
+        except (av.FFmpegError, OSError, ValueError, IndexError) as exc:
+            raise EncoderError(f"{self.path.name} does not read back ({exc}): choose another folder.") from exc
+        if got != self.video_sent:
+            raise self._short_write()
+
+    def _failed(self, err: StudioError) -> StudioError:
+        """Keep the playable part as ``NAME-recovered.mp4`` (``salvaged``); returns ``err`` to raise."""
+        self._close_container()
+        from studio.encode.recovery import RecoveryAction, recover_file
+
+        kept = None
+        lock, self._lock = self._lock, None
+        try:
+            if self.fragmented and Path(self.target).exists():
+                note = recover_file(Path(self.target), holding_lock=True)
+                kept = note.path if note.action is RecoveryAction.RECOVERED else None
+            else:
+                Path(self.target).unlink(missing_ok=True)
+        except OSError as exc:
+            log.info("keeping the cut %s failed: %s", self.target, exc)
+        finally:
+            if lock is not None:
+                lock.release()
+        self.salvaged = kept
+        return err
 
     def finish(self) -> None:
         wrote = self._container is not None
-        super().finish()
         partial = Path(self.target)
+        if self._lock is None:  # failed before: kept or removed already
+            super().finish()
+            return
         try:
-            if not wrote:
+            if wrote and not self.discard:
+                self._check_room()
+            super().finish()
+            if not wrote or self.discard:
                 partial.unlink(missing_ok=True)
                 self.result = None
                 return
+            self._check_written()
             try:
                 os.replace(partial, self.path)
             except OSError as exc:
                 raise _path_error(exc, self.path) from exc
             self.result = self.path
+        except (OutputPathError, EncoderError) as err:
+            raise self._failed(err) from err
         finally:
             lock, self._lock = self._lock, None
             if lock is not None:
@@ -232,21 +345,6 @@ class StreamOutput(HubOutput):
         sink = network_sink(self.url)
         sink.max_queue_frames = self.max_queue_frames
         return sink
-
-
-class Mp4HubOutput(HubOutput):
-    """An MP4 recording fed by the shared encode (the recorder's file sink as an output of its own)."""
-
-    name = "mp4"
-
-    def __init__(self, path: Path | str, fragmented: bool = True, settings: StreamEncodeSettings | None = None,
-                 block: bool = False) -> None:
-        super().__init__(settings, block)
-        self.path = Path(path)
-        self.fragmented = fragmented
-
-    def make_sink(self) -> Sink:
-        return Mp4FileSink(self.path, self.fragmented)
 
 
 def output_for_url(url: str, settings: StreamEncodeSettings | None = None, block: bool = False) -> Output:

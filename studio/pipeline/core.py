@@ -384,8 +384,8 @@ class Core:
         for out in outputs:
             try:
                 out.write(batch)
-            except StudioError as exc:  # one output failing (a full disk, say) never stops the program
-                log.warning("output %s failed: %s", out.name, exc)
+            except StudioError as exc:  # one output failing (a full disk, say) never stops the program; its
+                log.info("output %s failed: %s", out.name, exc)  # owner says so (failed_outputs), once
                 self._output_failed(out, exc)
         if self.first_frame_at_s is None and len(batch.slots):
             self.first_frame_at_s = time.perf_counter()
@@ -549,14 +549,14 @@ class Core:
         self.source.open(self.fmt)
         self.motion.open(self.fmt)
         for out in self.outputs():
-            if not getattr(out, "_opened", False):
+            if not out.opened:
                 try:
                     out.open(self.fmt)
                 except StudioError as exc:  # a port taken, no loopback device: that output is out, the rest go on
                     log.warning("output %s did not open: %s", out.name, exc)
                     self._output_failed(out, exc)
                     continue
-                out._opened = True  # type: ignore[attr-defined]
+                out.opened = True
         if self.cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)

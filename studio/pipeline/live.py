@@ -19,6 +19,7 @@ from pathlib import Path
 
 from studio.audio.capture import CaptureStatus, MicCapture
 from studio.audio.settings import AudioEngine, CaptureSettings
+from studio.errors import StudioError
 from studio.pipeline.settings import CoreSettings, Optimization
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,13 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
             outputs.append(recorder)
         outputs += list(streams)
         core = make_core(source, motion, settings, anchor, outputs, bus_source="live", canvas_style=canvas_style)
+        if recorder is not None:  # a recording that cannot start is the command's error, not a warning
+            try:
+                recorder.open(core.fmt)
+            except BaseException:
+                core.pool.close()
+                raise
+            recorder.opened = True  # the core leaves it as it is
     except BaseException:
         capture.stop()
         raise
@@ -160,7 +168,14 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
         for o in core.outputs():
             if o is not recorder:
                 o.close()
-    path = recorder.close() if recorder is not None else None
+    path = None
+    if recorder is not None:
+        try:
+            path = recorder.close()
+        except StudioError as exc:
+            from studio.encode.recorder import failure_line
+
+            raise failure_line(recorder, exc) from exc
     if errors:
         raise errors[0]
     core.pool.close()

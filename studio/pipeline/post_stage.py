@@ -105,7 +105,7 @@ class PostStage:
         if self.cuda:
             # GPU_ENCODE: the YUV 4:2:0 planes are made on the GPU and only they cross PCIe for the encoders (half
             # the bytes of RGB); without it the RGB crosses and the encoder converts it on the CPU (in its own
-            # process: studio.encode.worker). With CUDA_GRAPHS the canvas and the conversion replay as one graph.
+            # process: studio.encode.encoder_process). With CUDA_GRAPHS the canvas and the conversion replay as one graph.
             want_yuv = need_yuv and O.GPU_ENCODE in chunk.optimizations
             if O.CUDA_GRAPHS in chunk.optimizations:
                 got = self.post_graph(frames, want_yuv)(frames)

@@ -40,6 +40,7 @@ class RenderRequest:
     canvas_background: Path | None = None
     canvas_style: object = None  # the whole look (studio.graphics.look.CanvasStyle); wins over canvas_background
     streams: tuple = ()  # more outputs (studio.encode.streams), fed as the file is written
+    stream_pace: bool = True  # live outputs get the program at real time (the file then takes as long as it lasts)
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,11 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     if feed is not None:
         feed.attach(source)
     motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
-    recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
-                              settings=_render_encode_settings(s))
+    # the same encode settings as the stream outputs: the file and every stream share one encode
+    recorder = RecorderOutput(req.out_path, fragmented=True, block=True)
+    for st in req.streams:
+        if hasattr(st, "pace"):
+            st.pace = req.stream_pace
     style = None
     if s.layout is Layout.CANVAS and req.canvas_style is not None:
         style = req.canvas_style
@@ -160,6 +164,7 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     if s.layout is Layout.CANVAS and matte is not None and matte.poor:
         log.warning("%s", matte.note)
         warnings = (*warnings, matte.note)
+    _open_outputs(core, [recorder, *req.streams])
     stage["setup"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -184,11 +189,16 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
                 stop.set()
             if feed is not None and feed.error is not None:
                 stop.set()
+            if recorder.error is not None:  # the first failed write ends the work
+                stop.set()
+                break
             p, message = _render_progress(source, feed)
             if not math.isnan(p) and abs(p - last) >= 0.01:
                 last = p
                 yield RenderProgress("render", p, message)
         thread.join()
+        if recorder.error is not None:
+            raise _failure(recorder)
         if box_err:
             raise box_err[0]
         if feed is not None and feed.error is not None:
@@ -197,9 +207,12 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
             raise StudioError("Render cancelled.")
         yield RenderProgress("render", 1.0, f"frame {source.total_slots}/{source.total_slots}")
         t1 = time.perf_counter()
-        out = recorder.close()
-        for st in req.streams:
+        for st in req.streams:  # the recorder last: the shared encode's flush (the sound's end) goes to the file
             st.close()
+        try:
+            out = recorder.close()
+        except StudioError as exc:  # the finished file did not check out: say what was kept
+            raise _failure(recorder, exc) from exc
         stage["finish"] = time.perf_counter() - t1
     except BaseException:
         stop.set()
@@ -232,12 +245,29 @@ def _render_progress(source, feed) -> tuple[float, str]:
             f"frame {source.next_slot} of about {estimate} ({spoken:.0%} of the script spoken)")
 
 
-def _render_encode_settings(s: CoreSettings):
-    from studio.encode.settings import EncodeSettings
+def _open_outputs(core, outputs) -> None:
+    """Open every output before the first frame: one that cannot open is the command's error, not a warning."""
+    opened = []
+    try:
+        for out in outputs:
+            out.open(core.fmt)
+            out.opened = True  # the core leaves it as it is
+            opened.append(out)
+    except BaseException:
+        for out in opened:
+            try:
+                out.abort() if hasattr(out, "abort") else out.close()
+            except StudioError as exc:
+                log.info("closing %s after a failed start: %s", out.name, exc)
+        core.pool.close()
+        raise
 
-    # fragmented (crash-safe) files with no B-frames; veryfast where the machine keeps up, as before
-    return EncodeSettings(preset="veryfast" if s.device.startswith("cuda") else "ultrafast",
-                          encoder_threads=0)
+
+def _failure(recorder, err: BaseException | None = None) -> StudioError:
+    """The recorder's error as the command's one line, naming the kept part, if any."""
+    from studio.encode.recorder import failure_line
+
+    return failure_line(recorder, err)
 
 
 def write_timings(path: Path, utt: Utterance) -> None:

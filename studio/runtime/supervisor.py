@@ -197,7 +197,7 @@ class CoreSupervisor:
         open."""
         if self.core is not None:
             self.core.add_output(out)
-            out._opened = True  # type: ignore[attr-defined]
+            out.opened = True
         self._attached.append(out)
 
     def detach(self, out):

@@ -45,7 +45,7 @@ def test_gpu_i420_matches_swscale_bt709() -> None:
 
 def test_gpu_i420_batch_streams_with_the_right_colours(tmp_path) -> None:
     pytest.importorskip("av", reason="PyAV: carry its wheel to the device machine")
-    from studio.encode.streams import Mp4HubOutput
+    from studio.encode.recorder import RecorderOutput
     from studio.encode.synthetic import decode_media
     from studio.contracts import ProgramBatch, ProgramFormat
 
@@ -54,7 +54,7 @@ def test_gpu_i420_batch_streams_with_the_right_colours(tmp_path) -> None:
     frames = torch.from_numpy(rgb).permute(2, 0, 1)[None].float().cuda().repeat(25, 1, 1, 1)  # 25 x 3 x H x W
     yuv = rgb_to_i420(frames).cpu().numpy()
     slots = np.arange(25)
-    out = Mp4HubOutput(tmp_path / "gpu.mp4", block=True)
+    out = RecorderOutput(tmp_path / "gpu.mp4", block=True)
     out.open(fmt)
     out.write(ProgramBatch(slots=slots, pts_s=slots / 25.0, frames=np.zeros((0, 720, 1280, 3), np.uint8),
                            audio=np.zeros(fmt.samples_at(25), np.float32), audio_start=0, yuv=yuv))

@@ -23,7 +23,8 @@ import pytest
 from studio.encode import partial_path_for, probe_mp4, recover_partial
 from studio.encode.check import free_port, listening, receiver_command
 from studio.encode.encoders import StreamEncodeSettings
-from studio.encode.streams import Mp4FileSink, Mp4HubOutput, StreamOutput
+from studio.encode.recorder import RecorderOutput
+from studio.encode.streams import Mp4FileSink, StreamOutput
 from studio.encode.synthetic import SyncSource, decode_media, measure_sync
 from studio.errors import OutputPathError
 from studio.contracts import OutputState, ProgramFormat
@@ -94,7 +95,7 @@ def test_receiver_gets_every_frame_and_the_sound_in_sync(receiver, tmp_path: Pat
 def test_mp4_sink_keeps_the_recorder_guarantees(tmp_path: Path, fragmented: bool) -> None:
     path = tmp_path / "rec.mp4"
     src = SyncSource(FMT)
-    out = Mp4HubOutput(path, fragmented=fragmented, block=True)
+    out = RecorderOutput(path, fragmented=fragmented, block=True)
     out.open(FMT)
     src.play(out.write, 3.0, batch_frames=8, realtime=False)
     if fragmented:  # what was written before a crash plays: rescue a copy of the partial file now
@@ -116,7 +117,7 @@ def test_mp4_sink_keeps_the_recorder_guarantees(tmp_path: Path, fragmented: bool
 def test_mp4_sink_refuses_a_file_being_written_and_recovers_a_crashs_leftover(tmp_path: Path) -> None:
     path = tmp_path / "rec.mp4"
     src = SyncSource(FMT)
-    out = Mp4HubOutput(path, block=True)
+    out = RecorderOutput(path, block=True)
     out.open(FMT)
     src.play(out.write, 2.0, batch_frames=8, realtime=False)
     with pytest.raises(OutputPathError, match="being written"):
