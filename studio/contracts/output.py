@@ -43,6 +43,7 @@ class Output(abc.ABC):
     needs_rgb: ClassVar[bool] = True  # False: the output does not read ``ProgramBatch.frames``
     wants_yuv: ClassVar[bool] = False  # True: with GPU_ENCODE on a GPU the core makes ``ProgramBatch.yuv`` (I420)
     retains_frames: ClassVar[bool] = True  # False: the output is done with the arrays when ``write`` returns
+    opened = False  # set by the core once it has opened the output (a core that takes it over later does not again)
 
     def open(self, fmt: ProgramFormat) -> None:
         self.fmt = fmt

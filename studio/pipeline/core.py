@@ -189,6 +189,7 @@ class Core:
 
     def add_output(self, out: Output) -> None:
         out.open(self.fmt)
+        out.opened = True
         with self._outputs_lock:
             self._outputs.append(out)
 
@@ -510,14 +511,14 @@ class Core:
         self.source.open(self.fmt)
         self.motion.open(self.fmt)
         for out in self.outputs():
-            if not getattr(out, "_opened", False):
+            if not out.opened:
                 try:
                     out.open(self.fmt)
                 except StudioError as exc:  # a port taken, no loopback device: that output is out, the rest go on
                     log.warning("output %s did not open: %s", out.name, exc)
                     self._output_failed(out, exc)
                     continue
-                out._opened = True  # type: ignore[attr-defined]
+                out.opened = True
         if self.cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
