@@ -1,6 +1,7 @@
 """The role interfaces of the pipeline core, the data that flows between them, and the registry of generators.
 
-The bottom of the house: the core, the drivers and every plug-in import from here; nothing here imports them.
+The bottom layer of studio's packages: the core, the drivers and every plug-in import from here; nothing here
+imports them.
 ``formats`` (the program's picture and sound), ``chunk`` (what flows through the loop), ``roles`` (source, motion
 source, post-processor), ``generator``, ``output``, ``coeffs`` (the motion coefficients' layout) and ``registry``.
 
@@ -14,8 +15,11 @@ generator, post-processors and outputs::
   (the studio's program clock, the microphone's arrival of audio) or returns them at once (``render``, ``bench``).
   A chunk carries the program audio of its span (48 kHz, contiguous across chunks, also over skipped slots) and the
   same span at 16 kHz for analysis.
-- ``MotionSource``: turns a chunk into motion coefficients (``studio.contracts.coeffs``), one row per slot.
-- ``Generator``: pixels from motion and / or audio features, on its device (``GeneratorInfo`` says what it needs).
+- ``MotionSource``: turns a chunk into motion coefficients (``studio.contracts.coeffs``), one row per slot. It knows
+  the source only by its chunks: a live one hears ``Chunk.fresh``, and its look-ahead (``lead_s``) reaches the source
+  through ``Pacing``.
+- ``Generator``: pixels from motion and / or audio features, on its device (``GeneratorInfo`` says what it needs and
+  what it can do: the core reads those capabilities, never an engine's name).
 - ``PostProcessor``: frames to frames on the device (flow interpolation, super-resolution, the broadcast canvas).
 - ``Output``: frames + audio leave the core (preview, recorder, streams). ``write`` never blocks the loop for long:
   an output that falls behind drops (and counts) frames, never audio.

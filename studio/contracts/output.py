@@ -43,8 +43,8 @@ class Output(abc.ABC):
     needs_rgb: ClassVar[bool] = True  # False: the output does not read ``ProgramBatch.frames``
     wants_yuv: ClassVar[bool] = False  # True: with GPU_ENCODE on a GPU the core makes ``ProgramBatch.yuv`` (I420)
     retains_frames: ClassVar[bool] = True  # False: the output is done with the arrays when ``write`` returns
-    # True once opened for the current run: a driver that opens its outputs before the run (to fail early) sets it,
-    # and the core opens only those that are not
+    # True once opened for the current run: by the core, or by a driver that opens its outputs before the run (to
+    # fail early); a core that takes an output over (a restart) does not open it again
     opened: bool = False
 
     def open(self, fmt: ProgramFormat) -> None:

@@ -211,6 +211,7 @@ class Core:
 
     def add_output(self, out: Output) -> None:
         out.open(self.fmt)
+        out.opened = True
         with self._outputs_lock:
             self._outputs.append(out)
 

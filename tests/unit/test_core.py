@@ -377,3 +377,31 @@ def test_the_kv_cache_share_comes_from_the_motion_stages_live_probe(default_anch
         assert kv.saved_fraction == pytest.approx(1.5 / c.baseline_ms_per_frame)
     finally:
         core.pool.close()
+
+
+def test_each_output_is_opened_once_by_the_cores_that_run_it(default_anchor) -> None:
+    """An output added while a core exists, and one handed to the next core (a restart), is not opened again."""
+    from studio.pipeline.factory import make_core
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.sources import ProgramSource
+
+    class Counted(Collect):
+        def open(self, fmt: ProgramFormat) -> None:
+            super().open(fmt)
+            self.opens = getattr(self, "opens", 0) + 1
+
+    first, added = Counted(), Counted()
+    s = CoreSettings(size_px=64, fps=FPS, optimizations=frozenset())
+    core = make_core(ProgramSource(_items()[1:]), ProgramMotion(), s, default_anchor, [first])
+    try:
+        core.add_output(added)
+        core.run()
+    finally:
+        core.pool.close()
+    again = make_core(ProgramSource(_items()[1:]), ProgramMotion(), s, default_anchor, [first, added])
+    try:
+        again.run()
+    finally:
+        again.pool.close()
+    assert first.opens == added.opens == 1
+    assert len(first.slots()) == len(added.slots()) == 2 * 10  # both wrote every frame of both runs
