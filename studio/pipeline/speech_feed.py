@@ -3,8 +3,9 @@
 ``SpeechFeed`` synthesizes on its own thread (``studio.speech.registry.synthesize_sections``: whole sentences, the
 first section one sentence long) and places each section on a ``ProgramSource`` that is being fed (it waits for the
 next section rather than end, and forgets what it has handed out). The first frame comes after the first sentence is
-spoken, whatever the script's length, and memory holds a few sections: a script of any length streams. The word and
-phone timings of every section are kept (small) for ``--timings``, on the program timeline.
+spoken, whatever the script's length; synthesis stays at most ``AHEAD_S`` of speech ahead of the render, so memory
+holds about a minute of speech: a script of any length streams. The word and phone timings of every section are kept
+(small) for ``--timings``, on the program timeline.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from studio.errors import EncoderError, StudioError
 from studio.speech.types import PhonemeTiming, WordTiming
 
 log = logging.getLogger(__name__)
+
+AHEAD_S = 60.0  # speech placed ahead of the render at most (then synthesis waits for the render)
 
 
 class SpeechFeed:
@@ -115,6 +118,9 @@ class SpeechFeed:
         self._attached.wait()
         while not self._cancel.is_set() and self.source.fmt is None:  # the loop opens the source (and places item 1)
             self._cancel.wait(0.01)
+        fps = self.source.fmt.fps if self.source.fmt is not None else 25.0
+        while not self._cancel.is_set() and self.source.total_slots - self.source.next_slot > AHEAD_S * fps:
+            self._cancel.wait(0.05)  # far enough ahead of the render: memory holds about AHEAD_S of speech
         if self._cancel.is_set():
             return None
         return self.source.schedule(item, gap=False, now_slot=0)
