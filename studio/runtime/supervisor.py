@@ -197,7 +197,6 @@ class CoreSupervisor:
         open."""
         if self.core is not None:
             self.core.add_output(out)
-            out.opened = True
         self._attached.append(out)
 
     def detach(self, out):
