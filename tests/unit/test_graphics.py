@@ -135,7 +135,8 @@ def test_the_rundown_keeps_the_graphics_and_old_files_load(tmp_path) -> None:
     from studio.pipeline.rundown import Segment, load_programme_graphics, load_rundown, save_rundown
 
     prog = Graphics(name="Eileen Collins", role="Anchor", ticker=("A", "B <i>c</i>"), clock=True, logo="logo.png")
-    segs = [Segment("One", "Hello."), Segment("Two", "Bye.", graphics=Graphics(headline="Storm", transition="dissolve"))]
+    segs = [Segment("One", "Hello."),
+            Segment("Two", "Bye.", graphics=Graphics(headline="Storm", transition="dissolve"))]
     path = save_rundown(segs, tmp_path / "r.json", graphics=prog)
     assert load_rundown(path) == segs
     assert load_programme_graphics(path) == prog
