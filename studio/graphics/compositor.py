@@ -265,12 +265,14 @@ class ProgramCompositor:
         if fixed or self._ticker_on:
             tx0, ty0, tx1, ty1 = self.geo.ticker_box
             out[:, ty0:ty1].copy_(self.cur_band.index_select(0, at))
+        w = self.cur_fade.index_select(0, at).view(n, 1, 1, 1)
         if fixed or self._fade_now:
-            w = self.cur_fade.index_select(0, at).view(n, 1, 1, 1)
             mixed = torch.lerp(self.last_out.unsqueeze(0).float(), out.float(), w)
             out.copy_(mixed.add_(0.5).clamp_(0, 255).to(torch.uint8))
-        if fixed or not self._fade_now:
-            self.last_out.copy_(out[-1])
+        # the picture a dissolve starts from: the last frame shown once no dissolve is under way (decided on the
+        # device, so that a graph of this keeps it as the eager form does)
+        settled = (w[-1] >= 1).to(torch.float32)
+        self.last_out.copy_(torch.lerp(self.last_out.float(), out[-1].float(), settled).to(torch.uint8))
         return out.permute(0, 3, 1, 2)
 
     def _front_fixed(self) -> list:

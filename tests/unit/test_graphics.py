@@ -222,3 +222,25 @@ def test_a_backdrop_object_taken_for_the_person_makes_the_matte_poor() -> None:
         got[name] = build_anchor((a * m + s * (1 - m)).astype(np.uint8), AnchorSettings(use_cache=False)).matte
     assert got["coffee"].poor and "beside the head" in got["coffee"].note
     assert not got["chelsea"].poor
+
+
+def test_the_fixed_form_of_the_canvas_gives_the_eager_pictures() -> None:
+    """The canvas's fixed form (what CUDA runs and captures in a graph: every step, no host decision, per-frame
+    buffers read from a cursor batch after batch) makes the pictures of the eager form, here on the CPU."""
+    from studio.graphics.look import CanvasStyle, Graphics
+
+    style = CanvasStyle(graphics=Graphics(name="Eileen Collins", ticker=("One", "Two")), place="left",
+                        segments=(None, Graphics(headline="Storm", transition="dissolve")), dissolve_s=0.3)
+    eager, fixed = _canvas(style, p=120, w=320, h=180), _canvas(style, p=120, w=320, h=180)
+    fixed.fixed = True
+    g = torch.Generator().manual_seed(0)
+    start = 0
+    for row, n in ((0, 5), (1, 7), (1, 4)):
+        frames = torch.rand((n, 4, 120, 120), generator=g) * 255
+        slots = np.arange(start, start + n)
+        eager.select("Title", row, slots)
+        fixed.select("Title", row, slots)
+        a = eager.compose(frames)
+        b = torch.cat([fixed.compose(frames[i:i + 3]) for i in range(0, n, 3)])  # in batches, like a graph
+        assert (a.int() - b.int()).abs().max() <= 1, (row, n)
+        start += n
