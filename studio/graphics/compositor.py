@@ -214,6 +214,11 @@ class ProgramCompositor:
             self.cur_band[:n].copy_(self.cur_static[ty0:ty1].unsqueeze(0).expand(n, -1, -1, -1))
         if self._video is not None:
             self.cur_video[:n].copy_(torch.from_numpy(self._video.frames(n)))
+        if self.fixed:  # rows past the chunk repeat its last frame's (a graph pads a short batch with the last row)
+            self.cur_fade[n:].fill_(float(w[-1]))
+            self.cur_band[n:].copy_(self.cur_band[n - 1:n].expand(len(self.cur_band) - n, -1, -1, -1))
+            if self._video is not None:
+                self.cur_video[n:].copy_(self.cur_video[n - 1:n].expand(len(self.cur_video) - n, -1, -1, -1))
 
     def _ensure(self, n: int) -> None:
         """The fixed buffers, for batches of up to ``n`` frames."""
