@@ -26,6 +26,7 @@ APT_PACKAGES=(
   alsa-utils                         # ships the human speech clips the tests listen to
   xvfb libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3
   sox                                # audio checks in the tests
+  fonts-dejavu-core                  # the broadcast graphics' text (any TrueType font installed is used too)
   ffmpeg                             # the stream tests' RTMP / MPEG-TS receivers (ffmpeg -listen 1)
   chromium                           # the stream tests' WebCodecs page, headless
 )

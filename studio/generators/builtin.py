@@ -155,7 +155,7 @@ class BuiltinGenerator(Generator):
         example motion that runs every path of it (mouth open and closed, blinks, head turns)."""
         from studio.contracts.coeffs import example_motion
 
-        if self.module is None:
+        if self.module is None or self.matte is not None:  # a compiled renderer draws no matte: none on a cut-out
             return []
         self.module.static_shapes = True
         c = torch.from_numpy(example_motion(self.settings.batch_frames)).to(self.device)
@@ -164,9 +164,6 @@ class BuiltinGenerator(Generator):
     def install_engine(self, name: str, fn: Callable) -> None:
         if name != "renderer":
             super().install_engine(name, fn)
-        if self.matte is not None:  # the compiled renderer draws no matte: the canvas's cut-out stays eager
-            log.info("the compiled renderer is not used on a canvas with a matte")
-            return
         self._forward = fn
 
     def close(self) -> None:

@@ -78,7 +78,8 @@ class ProgramCompositor:
         self._desk = desk_layer(w, h, self.x0 + p / 2, st.accent_rgb) if kind == "builtin" else None
         self._edge = self._box_edge(p).to(self.device)
         ramp = ((torch.minimum(torch.arange(p), p - 1 - torch.arange(p)).float() + 0.5) / max(4.0, p * 0.06))
-        self._sides = ramp.clamp(0, 1).view(1, 1, 1, p).to(self.device)  # a cut-out fades out at the box's sides
+        # a cut-out fades out at the box's sides (and the matte's 0..255 becomes 0..1 in the same multiply)
+        self._sides = (ramp.clamp(0, 1) / 255.0).view(1, 1, 1, p).to(self.device)
         self.fixed = self.device.type == "cuda"
         self.cur_static = None
         self.cur_band = None
@@ -136,14 +137,15 @@ class ProgramCompositor:
                 cols = np.flatnonzero(front_box[a:b, :, 3].max(axis=0) > 0)  # only the columns it covers
                 c0, c1 = int(cols[0]), int(cols[-1]) + 1
                 part = torch.from_numpy(np.ascontiguousarray(front_box[a:b, c0:c1])).permute(2, 0, 1)[None].to(dev)
-                runs.append(((slice(int(a), int(b)), slice(c0, c1)), part[:, :3].contiguous(),
-                             part[:, 3:].contiguous()))
+                keep = 1 - part[:, 3:]  # what shows through; the graphics carry the +0.5 of rounding too
+                runs.append(((slice(int(a), int(b)), slice(c0, c1)), (part[:, :3] + 0.5 * (1 - keep)).contiguous(),
+                             keep.contiguous()))
         strip = None
         if g.ticker:
             strip = torch.from_numpy(layers.ticker_strip(geo, g.ticker, st.accent_rgb)).to(dev)
         got = _State(
             static=torch.from_numpy((static + 0.5).clip(0, 255).astype(np.uint8)).to(dev),
-            behind=torch.from_numpy(np.ascontiguousarray(behind[y0:y0 + p, x0:x0 + p])).permute(2, 0, 1)[None]
+            behind=torch.from_numpy(np.ascontiguousarray(behind[y0:y0 + p, x0:x0 + p] + 0.5)).permute(2, 0, 1)[None]
             .to(dev).contiguous(),
             front=runs, strip=strip, transition=g.transition or "cut")
         if len(self._states) > 16:
@@ -212,6 +214,11 @@ class ProgramCompositor:
             self.cur_band[:n].copy_(self.cur_static[ty0:ty1].unsqueeze(0).expand(n, -1, -1, -1))
         if self._video is not None:
             self.cur_video[:n].copy_(torch.from_numpy(self._video.frames(n)))
+        if self.fixed:  # rows past the chunk repeat its last frame's (a graph pads a short batch with the last row)
+            self.cur_fade[n:].fill_(float(w[-1]))
+            self.cur_band[n:].copy_(self.cur_band[n - 1:n].expand(len(self.cur_band) - n, -1, -1, -1))
+            if self._video is not None:
+                self.cur_video[n:].copy_(self.cur_video[n - 1:n].expand(len(self.cur_video) - n, -1, -1, -1))
 
     def _ensure(self, n: int) -> None:
         """The fixed buffers, for batches of up to ``n`` frames."""
@@ -244,31 +251,33 @@ class ProgramCompositor:
         out = torch.empty((n, *self.cur_static.shape), dtype=torch.uint8, device=frames.device)
         if self._video is not None:
             out.copy_(self.cur_video.index_select(0, at))
-            behind = out[:, y0:y0 + p, x0:x0 + p].permute(0, 3, 1, 2).float()
+            behind = out[:, y0:y0 + p, x0:x0 + p].permute(0, 3, 1, 2).float().add_(0.5)
         else:
             out.copy_(self.cur_static.unsqueeze(0).expand_as(out))
             behind = self.cur_behind
-        rgb = frames[:, :3].clamp(0, 255)
+        rgb = frames[:, :3]  # presenter and set both carry +0.5, so truncation to uint8 rounds
         if c == 4 and not self.framed:
-            alpha = frames[:, 3:4].mul(1 / 255.0).clamp_(0, 1).mul_(self._sides)
+            alpha = frames[:, 3:4].mul(self._sides).clamp_(0, 1)
         else:
             alpha = self._edge
         box = torch.lerp(behind, rgb, alpha)
         front = self._front_fixed() if fixed else self.cur.front
-        for (rows, cols), pre, a in front:  # the graphics (and desk) in front of the presenter, where they cover it
+        for (rows, cols), pre, a in front:  # the graphics (and desk) in front of the presenter: a = what shows through
             part = box[:, :, rows, cols]
-            part.mul_(1 - a).add_(pre)
+            part.mul_(a).add_(pre)
         region = out[:, y0:y0 + p, x0:x0 + p]
-        region.copy_(box.add_(0.5).clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
+        region.copy_(box.clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
         if fixed or self._ticker_on:
             tx0, ty0, tx1, ty1 = self.geo.ticker_box
             out[:, ty0:ty1].copy_(self.cur_band.index_select(0, at))
+        w = self.cur_fade.index_select(0, at).view(n, 1, 1, 1)
         if fixed or self._fade_now:
-            w = self.cur_fade.index_select(0, at).view(n, 1, 1, 1)
             mixed = torch.lerp(self.last_out.unsqueeze(0).float(), out.float(), w)
             out.copy_(mixed.add_(0.5).clamp_(0, 255).to(torch.uint8))
-        if fixed or not self._fade_now:
-            self.last_out.copy_(out[-1])
+        # the picture a dissolve starts from: the last frame shown once no dissolve is under way (decided on the
+        # device, so that a graph of this keeps it as the eager form does)
+        settled = (w[-1] >= 1).to(torch.float32)
+        self.last_out.copy_(torch.lerp(self.last_out.float(), out[-1].float(), settled).to(torch.uint8))
         return out.permute(0, 3, 1, 2)
 
     def _front_fixed(self) -> list:
@@ -276,10 +285,10 @@ class ProgramCompositor:
         p, y0, x0 = self.fmt.presenter_px, self.y0, self.x0
         if getattr(self, "_front_pre", None) is None:
             self._front_pre = torch.zeros((1, 3, p, p), device=self.device)
-            self._front_a = torch.zeros((1, 1, p, p), device=self.device)
+            self._front_a = torch.ones((1, 1, p, p), device=self.device)
         if getattr(self, "_front_key", None) != self._key:
             self._front_pre.zero_()
-            self._front_a.zero_()
+            self._front_a.fill_(1.0)
             for (rows, cols), pre, a in self.cur.front:
                 self._front_pre[:, :, rows, cols].copy_(pre)
                 self._front_a[:, :, rows, cols].copy_(a)

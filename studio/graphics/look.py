@@ -32,7 +32,8 @@ class Graphics:
 
     def over(self, base: "Graphics") -> "Graphics":
         """These fields where set, ``base``'s elsewhere."""
-        return replace(base, **{f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None})
+        mine = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(base, **{k: v for k, v in mine.items() if v is not None})
 
     def to_dict(self) -> dict:
         out = {}

@@ -135,7 +135,8 @@ def test_the_rundown_keeps_the_graphics_and_old_files_load(tmp_path) -> None:
     from studio.pipeline.rundown import Segment, load_programme_graphics, load_rundown, save_rundown
 
     prog = Graphics(name="Eileen Collins", role="Anchor", ticker=("A", "B <i>c</i>"), clock=True, logo="logo.png")
-    segs = [Segment("One", "Hello."), Segment("Two", "Bye.", graphics=Graphics(headline="Storm", transition="dissolve"))]
+    segs = [Segment("One", "Hello."),
+            Segment("Two", "Bye.", graphics=Graphics(headline="Storm", transition="dissolve"))]
     path = save_rundown(segs, tmp_path / "r.json", graphics=prog)
     assert load_rundown(path) == segs
     assert load_programme_graphics(path) == prog
@@ -221,3 +222,31 @@ def test_a_backdrop_object_taken_for_the_person_makes_the_matte_poor() -> None:
         got[name] = build_anchor((a * m + s * (1 - m)).astype(np.uint8), AnchorSettings(use_cache=False)).matte
     assert got["coffee"].poor and "beside the head" in got["coffee"].note
     assert not got["chelsea"].poor
+
+
+def test_the_fixed_form_of_the_canvas_gives_the_eager_pictures() -> None:
+    """The canvas's fixed form (what CUDA runs and captures in a graph: every step, no host decision, per-frame
+    buffers read from a cursor batch after batch) makes the pictures of the eager form, here on the CPU."""
+    from studio.graphics.look import CanvasStyle, Graphics
+
+    style = CanvasStyle(graphics=Graphics(name="Eileen Collins", ticker=("One", "Two")), place="left",
+                        segments=(None, Graphics(headline="Storm", transition="dissolve")), dissolve_s=0.3)
+    eager, fixed = _canvas(style, p=120, w=320, h=180), _canvas(style, p=120, w=320, h=180)
+    fixed.fixed = True
+    g = torch.Generator().manual_seed(0)
+    start = 0
+    for row, n in ((0, 5), (1, 7), (1, 4)):
+        frames = torch.rand((n, 4, 120, 120), generator=g) * 255
+        slots = np.arange(start, start + n)
+        eager.select("Title", row, slots)
+        fixed.select("Title", row, slots)
+        a = eager.compose(frames)
+        parts = []
+        for i in range(0, n, 3):  # in batches of 3, a short one padded with its last row, as a CUDA graph runs
+            part = frames[i:i + 3]
+            k = part.shape[0]
+            part = torch.cat([part, part[-1:].expand(3 - k, -1, -1, -1)])
+            parts.append(fixed.compose(part)[:k])
+        b = torch.cat(parts)
+        assert (a.int() - b.int()).abs().max() <= 1, (row, n)
+        start += n
