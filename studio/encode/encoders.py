@@ -142,7 +142,9 @@ def encoder_report() -> list[str]:
 class StreamEncodeSettings:
     """One encode per distinct value of this: the hub shares an encode among sinks whose settings are equal."""
 
-    video_bitrate_kbps: int = 2500
+    # 0: by the picture (``video_kbps``): about 2.5 Mbit/s at 720p25, more for 1080p and 50/60 fps, so that a
+    # recording at 1080p60 is not starved; a positive value is used as it is
+    video_bitrate_kbps: int = 0
     # ultrafast: the studio renders on the same cores; at 720p it is about a third of veryfast's cost (measured
     # on the 2-core machine with the stream check's picture), and 2.5 Mbit/s hides its lower efficiency
     x264_preset: str = "ultrafast"
@@ -153,10 +155,18 @@ class StreamEncodeSettings:
     prefer_hardware: bool = True
 
     def __post_init__(self) -> None:
-        if self.video_bitrate_kbps <= 0 or self.audio_bitrate_kbps <= 0:
-            raise ValueError("bitrates must be positive")
+        if self.video_bitrate_kbps < 0 or self.audio_bitrate_kbps <= 0:
+            raise ValueError("bitrates must be positive (a video bitrate of 0: chosen by the picture)")
         if self.keyframe_interval_s <= 0:
             raise ValueError("keyframe_interval_s must be positive")
+
+
+    def video_kbps(self, width: int, height: int, fps: float) -> int:
+        """The video bitrate for a picture: the setting, or (0) 0.11 bit a pixel a frame (2.5 Mbit/s at 720p25,
+        13.7 at 1080p60), held within 1.5 to 12 Mbit/s."""
+        if self.video_bitrate_kbps:
+            return self.video_bitrate_kbps
+        return int(min(12_000, max(1_500, round(0.11 * width * height * fps / 1000))))
 
 
 @dataclass(frozen=True)
@@ -231,6 +241,7 @@ class StreamEncoder:
 
     def _open_video(self, pix_fmt: str) -> av.VideoCodecContext:
         s = self.settings
+        kbps = s.video_kbps(self.width, self.height, self.fps)
         kind = self.choice.kind if self.choice.kind is VideoEncoderKind.NVENC else VideoEncoderKind.X264
         try:
             ctx = av.CodecContext.create(kind.value, "w")
@@ -240,7 +251,7 @@ class StreamEncoder:
             ctx.framerate = self.rate
             ctx.gop_size = max(1, round(s.keyframe_interval_s * self.fps))
             ctx.max_b_frames = 0  # live: presentation order = decode order, no reordering delay
-            ctx.bit_rate = s.video_bitrate_kbps * 1000
+            ctx.bit_rate = kbps * 1000
             # BT.709, limited range, written into the SPS: what the GPU conversion (studio.encode.colour) makes and
             # what the CPU path asks swscale for, so that players show the same colours either way
             ctx.colorspace = ctx.color_primaries = ctx.color_trc = 1  # AVCOL_SPC / PRI / TRC_BT709
@@ -249,7 +260,7 @@ class StreamEncoder:
                 ctx.thread_count = s.encoder_threads
                 # vbv: a bounded bitrate that receivers and network links can follow
                 ctx.options = {"preset": s.x264_preset, "tune": s.x264_tune,
-                               "x264-params": f"vbv-maxrate={s.video_bitrate_kbps}:vbv-bufsize={s.video_bitrate_kbps}"}
+                               "x264-params": f"vbv-maxrate={kbps}:vbv-bufsize={kbps}"}
             else:
                 ctx.options = {"preset": "p3", "tune": "ll", "forced-idr": "1", "zerolatency": "1"}
             # No GLOBAL_HEADER flag: SPS/PPS are repeated in-band on every keyframe (Annex B), so that every sink
@@ -259,7 +270,7 @@ class StreamEncoder:
             raise EncoderError(f"Cannot start the {kind.value} video encoder at {self.width}x{self.height}: {exc}. "
                                "Choose software encoding or another size.") from exc
         log.info("video encoder %s %dx%d @ %s fps, %s, %d kbps", kind.value, self.width, self.height, self.rate,
-                 pix_fmt, s.video_bitrate_kbps)
+                 pix_fmt, kbps)
         return ctx
 
     def _open_audio(self) -> av.AudioCodecContext:

@@ -284,3 +284,16 @@ def test_a_blocking_sink_holds_the_hub_instead_of_dropping() -> None:
     feeder.join(60)
     hub.close()
     assert slow.dropped == 0 and [p.pts for p in slow.video()] == list(range(24))
+
+
+def test_the_video_bitrate_follows_the_picture_unless_set() -> None:
+    """0 (the default) scales with pixels and frame rate, within 1.5-12 Mbit/s; a set value is kept."""
+    from studio.encode.encoders import StreamEncodeSettings
+
+    auto = StreamEncodeSettings()
+    assert 2400 <= auto.video_kbps(1280, 720, 25) <= 2600
+    assert auto.video_kbps(1920, 1080, 60) > 3 * auto.video_kbps(1280, 720, 25)
+    assert auto.video_kbps(1920, 1080, 60) <= 12_000 and auto.video_kbps(256, 256, 25) >= 1500
+    assert StreamEncodeSettings(video_bitrate_kbps=3000).video_kbps(1920, 1080, 60) == 3000
+    with pytest.raises(ValueError):
+        StreamEncodeSettings(video_bitrate_kbps=-1)
