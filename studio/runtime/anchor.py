@@ -33,6 +33,12 @@ class AnchorRoom:
     def background(self, fn, *args) -> None:
         self._pool.submit(fn, *args)
 
+    def rebuild_for_format(self) -> None:
+        """Build the anchor on air again at the presenter's new size (a pack is framed, and its face detail added,
+        at one output size); the old face stays on air until the new one is ready."""
+        if self.supervisor.anchor is not None or self._future is not None:
+            self.load(self._path)
+
     def load(self, path: Path | None) -> None:
         from studio.pipeline.factory import presenter_px
         from studio.presenter.anchor import build_anchor

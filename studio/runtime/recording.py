@@ -72,7 +72,7 @@ class RecordingRoom:
         self.folder = folder
         s = self.settings
         rec = RecorderOutput(path, fragmented=True, queue_frames=s.record_queue_frames,
-                             settings=EncodeSettings(preset=s.record_preset, encoder_threads=s.record_threads))
+                             settings=EncodeSettings(preset=s.record_preset))
         try:
             self.supervisor.attach(rec)
         except StudioError as exc:

@@ -73,8 +73,7 @@ class StudioRuntime:
             cmd.SetMode: lambda c: self.microphone.set_mode(c.mode),
             cmd.SetAudioEngine: lambda c: self.microphone.set_audio_engine(c.engine),
             cmd.SetOptimizations: lambda c: self.supervisor.set_optimizations(frozenset(c.optimizations)),
-            cmd.SetFormat: lambda c: self.supervisor.set_format(
-                c.settings, c.background, busy=self.rundown.live or self.recording.recorder is not None),
+            cmd.SetFormat: self._on_set_format,
             cmd.StartOutput: lambda c: self.streams.start(c.url, c.allow_remote),
             cmd.StopOutput: lambda c: self.streams.stop(c.url),
         }
@@ -218,6 +217,15 @@ class StudioRuntime:
         self.supervisor.set_look(c.graphics, c.rundown_rows or tuple(range(len(c.segments))), c.segments)
         self.rundown.go_live(c)
         self._update_state(self.clock_s())
+
+    def _on_set_format(self, c: cmd.SetFormat) -> None:
+        from studio.pipeline.factory import presenter_px
+
+        before = presenter_px(self.supervisor.core_settings)
+        self.supervisor.set_format(c.settings, c.background,
+                                   busy=self.rundown.live or self.recording.recorder is not None)
+        if presenter_px(self.supervisor.core_settings) != before:
+            self.anchors.rebuild_for_format()
 
     def _on_stop(self, c: cmd.Stop) -> None:
         self.rundown.stop()

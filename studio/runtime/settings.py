@@ -25,7 +25,6 @@ class StudioSettings:
     speech_lead_ms: float = 250.0  # a segment starts at least this long after it is ready (audio buffers ahead)
     segment_gap_ms: float = 500.0  # silence between two segments
     record_preset: str = "ultrafast"  # libx264 preset for live recordings (leave CPU to the renderer)
-    record_threads: int = 1  # libx264 threads for live recordings (one core stays free for the GUI and audio)
     record_queue_frames: int = 100  # recorder backlog before frames are dropped (and repeated in the file)
     audio_engine: AudioEngine = DEFAULT_AUDIO_ENGINE
     default_voice: str = "piper:joe"
@@ -33,4 +32,6 @@ class StudioSettings:
     warm_up_microphone: bool = True  # load the microphone's audio engine at start-up, so that the switch is instant
     trim_memory_every_s: float = 10.0  # hand freed heap memory back to the system this often (0: never; ~20 ms)
     canvas_background: Path | None = None
+    # measure a new picture format on this machine before applying it, and refuse one it cannot keep up with
+    check_format_speed: bool = True
     restart_backoff_s: float = 1.0  # after a core failure, wait this long before restarting it

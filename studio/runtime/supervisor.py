@@ -280,7 +280,7 @@ class CoreSupervisor:
             return
         settings = replace(settings, optimizations=self.core_settings.optimizations,
                            measure_baseline=self.core_settings.measure_baseline)
-        if self.anchor is not None:
+        if self.anchor is not None and self.settings.check_format_speed:
             self.stop_core()  # measure on a quiet machine: the idle presenter would take half of it
             try:
                 ms = measure_format(settings, self.anchor)

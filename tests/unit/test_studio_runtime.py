@@ -8,6 +8,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -323,3 +324,16 @@ def test_every_command_is_routed_to_a_room() -> None:
     assert set(runtime.routes) == set(typing.get_args(cmd.Command))
     with pytest.raises(TypeError, match="unknown command"):
         runtime._handle(object())
+
+
+def test_a_new_presenter_size_builds_the_anchor_again_at_that_size() -> None:
+    """The pack is framed (and its face detail added) at one output size: a format of another size rebuilds it."""
+    with _Running(replace(_settings(), check_format_speed=False)) as r:
+        r.runtime.submit(cmd.LoadAnchor(None))
+        r.wait(lambda: r.of(cmd.AnchorLoaded))
+        assert r.runtime.supervisor.anchor.size_px == 96
+        r.runtime.submit(cmd.SetFormat(CoreSettings(size_px=128, fps=25.0, chunk_frames=4, batch_frames=4)))
+        changed = r.wait(lambda: r.of(cmd.FormatChanged))
+        assert changed[0].message == "", changed[0].message
+        r.wait(lambda: len(r.of(cmd.AnchorLoaded)) >= 2)
+        assert r.runtime.supervisor.anchor.size_px == 128
