@@ -180,7 +180,7 @@ def shoulder_box(geo: Geometry, g: Graphics, presenter_cx: float, accent: tuple[
     bw, bh = round(w * 0.34), round(w * 0.34 * 9 / 16)
     left = presenter_cx > w / 2
     x0 = geo.mx + round(w * 0.02) if left else w - geo.mx - round(w * 0.02) - bw
-    y0 = round(h * 0.16)
+    y0 = round(h * 0.2)  # below the logo
     img = _rgba(w, h)
     d = ImageDraw.Draw(img)
     border = max(2, round(h * 0.005))
