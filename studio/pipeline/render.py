@@ -39,6 +39,7 @@ class RenderRequest:
     weights_dir: Path | None = None
     canvas_background: Path | None = None
     streams: tuple = ()  # more outputs (studio.encode.streams), fed as the file is written
+    encode: object = None  # EncodeSettings of the MP4 (None: the render default below)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     source = ProgramSource([item])
     motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
     recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
-                              settings=_render_encode_settings(s))
+                              settings=req.encode or render_encode_settings(s))
     style = None
     if s.layout is Layout.CANVAS and req.canvas_background is not None:
         from studio.pipeline.post import CanvasStyle
@@ -174,7 +175,7 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
                         device=s.device, report=report, warnings=warnings)
 
 
-def _render_encode_settings(s: CoreSettings):
+def render_encode_settings(s: CoreSettings):
     from studio.encode.settings import EncodeSettings
 
     # fragmented (crash-safe) files with no B-frames; veryfast where the machine keeps up, as before

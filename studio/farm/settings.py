@@ -1,0 +1,27 @@
+"""Settings of the farm (one frozen dataclass; units in names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from studio.pipeline.settings import CoreSettings
+
+
+@dataclass(frozen=True)
+class FarmSettings:
+    """How a set of rundowns is rendered on Ray.
+
+    ``address=None`` starts an embedded cluster on this machine with ``workers`` processes; an address joins an
+    existing cluster (``ray start --head`` prints it) and uses every worker it offers.
+    """
+
+    out_dir: Path
+    core: CoreSettings = field(default_factory=CoreSettings)  # picture settings of every segment
+    workers: int = 2  # embedded cluster only: worker processes (one segment each at a time)
+    address: str | None = None  # host:port of a running cluster's head
+    anchor_path: Path | None = None  # default portrait for rundowns that name none (None = the built-in one)
+    gpu_share: float = 0.25  # CUDA workers: the fraction of a GPU one segment asks for (0.25: four share one GPU)
+    cpus_per_segment: int = 1  # CPU threads of one segment (torch and the encoder); fixed so frames never depend on it
+    max_retries: int = 2  # a segment whose worker died is submitted again up to this many times
+    connect_timeout_s: float = 5.0  # how long an --address may take to answer

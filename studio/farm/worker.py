@@ -1,0 +1,125 @@
+"""What runs inside a Ray worker process: anchor packs cached per process, the engine kept warm, one segment a task.
+
+A worker process lives across tasks, so what is loaded once stays loaded: torch and its thread count, the speech
+engines (``studio.speech.registry`` keeps them per process) and the anchor packs. A pack is built once per farm run
+(``build_pack``, a task whose result sits in Ray's object store) and fetched by each worker the first time it needs it:
+its reference travels inside a list so that Ray does not fetch it again for every task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from studio.errors import StudioError
+
+log = logging.getLogger(__name__)
+
+_PACKS: dict[str, object] = {}  # anchor key -> AnchorPack, per worker process
+_STATE: dict[str, object] = {"threads": None, "tasks": 0}
+
+
+def pack_key(anchor_path: str | None) -> str:
+    return anchor_path or "<built-in>"
+
+
+def build_pack(anchor_path: str | None):
+    """The anchor pack of a portrait (a Ray task: the result goes to the object store once)."""
+    from studio.presenter.anchor import build_anchor
+
+    return build_anchor(Path(anchor_path) if anchor_path else None)
+
+
+def _warm(threads: int) -> None:
+    if _STATE["threads"] != threads:
+        import torch
+
+        torch.set_num_threads(threads)
+        _STATE["threads"] = threads
+
+
+def _pack(anchor_path: str | None, box: list):
+    key = pack_key(anchor_path)
+    pack = _PACKS.get(key)
+    if pack is None:
+        import ray
+
+        pack = ray.get(box[0])
+        _PACKS[key] = pack
+    return pack
+
+
+def node_label() -> str:
+    """This worker's node: host name and the first characters of Ray's node id."""
+    try:
+        import ray
+
+        node_id = ray.get_runtime_context().get_node_id()[:8]
+    except Exception:  # outside Ray (tests call the function directly)
+        node_id = "local"
+    return f"{socket.gethostname()}/{node_id}"
+
+
+def worker_device(device: str) -> str:
+    """``auto`` becomes this worker's own device: the GPU Ray gave it, else the CPU."""
+    if device != "auto":
+        return device
+    try:
+        import ray
+
+        return "cuda" if ray.get_gpu_ids() else "cpu"
+    except Exception:
+        return "cpu"
+
+
+def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, threads: int) -> dict:
+    """Render one segment to its own file, verify it, commit it once; returns its report line.
+
+    Never raises for a segment that cannot be made: the reason comes back in ``error`` so that the driver keeps
+    going with the others. A killed process is what Ray reports to the driver instead (and the driver retries)."""
+    from studio.farm import store
+    from studio.pipeline.render import RenderRequest, render_segment
+
+    t0 = time.perf_counter()
+    node = node_label()
+    pid = os.getpid()
+    line = {"segment": job.name, "index": job.index, "title": job.title, "node": node, "pid": pid,
+            "warm_tasks": _STATE["tasks"]}
+    out = Path(out_dir)
+    attempt = store.attempt_path(out, job.bulletin, job.index, node, pid)
+    try:
+        _warm(threads)
+        settings = replace(core, seed=job.seed, device=worker_device(core.device))
+        line["device"] = settings.device
+        anchor = _pack(job.anchor_path, box)
+        store.segment_dir(out, job.bulletin).mkdir(parents=True, exist_ok=True)
+        req = RenderRequest(out_path=attempt, text=job.text, voice=job.voice, title=job.title, core=settings,
+                            encode=encode)
+        gen = render_segment(req, anchor=anchor)
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            result = stop.value
+        n = store.verify(attempt, result.n_frames)
+        seconds = time.perf_counter() - t0
+        record = store.SegmentRecord(fingerprint=fingerprint, n_frames=n, fps=settings.fps, node=node,
+                                     device=settings.device, seconds=round(seconds, 3),
+                                     stage_s={k: round(v, 3) for k, v in result.stage_s.items()})
+        line["committed"] = store.commit(attempt, out, job.bulletin, job.index, record)
+        line.update(n_frames=n, seconds=round(seconds, 3), stage_s=record.stage_s)
+    except StudioError as exc:
+        attempt.unlink(missing_ok=True)
+        line["error"] = str(exc)
+        line["error_kind"] = type(exc).__name__
+    except Exception as exc:  # anything unforeseen in one segment: named in the report, the others go on
+        log.exception("segment %s failed", job.name)
+        attempt.unlink(missing_ok=True)
+        line["error"] = f"unexpected failure ({type(exc).__name__}: {exc})"
+        line["error_kind"] = type(exc).__name__
+    _STATE["tasks"] = int(_STATE["tasks"]) + 1
+    return line
