@@ -17,7 +17,8 @@ class FarmSettings:
     """
 
     out_dir: Path
-    core: CoreSettings = field(default_factory=CoreSettings)  # picture settings of every segment
+    core: CoreSettings = field(default_factory=CoreSettings)  # picture settings of every segment on CPU workers
+    gpu_core: CoreSettings | None = None  # the same for CUDA workers, used when the cluster has GPUs (None: never)
     workers: int = 2  # embedded cluster only: worker processes (one segment each at a time)
     address: str | None = None  # host:port of a running cluster's head
     anchor_path: Path | None = None  # default portrait for rundowns that name none (None = the built-in one)

@@ -138,3 +138,7 @@ def _remove(*paths: Path) -> None:
             p.unlink(missing_ok=True)
         except OSError as exc:
             log.warning("cannot remove %s: %s", p, exc)
+
+
+def load_fps(out_dir: Path, bulletin: str, index: int) -> float:
+    return float(json.loads(record_path(out_dir, bulletin, index).read_text())["fps"])
