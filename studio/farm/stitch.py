@@ -27,6 +27,10 @@ from studio.farm.store import AUDIO_RATE_HZ
 
 log = logging.getLogger(__name__)
 
+# FFmpeg's AAC encoder at 128 kb/s mono put a frame at twice the amplitude (error 0.57 on a 0.52 peak) when it
+# encoded a decoded Piper segment again; at 192 kb/s the same audio came back within 0.002 of the segment's.
+AUDIO_BITRATE_BPS = 192_000
+
 
 @dataclass(frozen=True)
 class StitchReport:
@@ -87,7 +91,7 @@ def _remux(segments: list[Path], n_frames: list[int], fps: float, partial: Path)
             vout = dst.add_stream_from_template(first.streams.video[0])
             vout.time_base = first.streams.video[0].time_base
         aout = dst.add_stream("aac", rate=AUDIO_RATE_HZ, layout="mono")
-        aout.codec_context.bit_rate = 128_000
+        aout.codec_context.bit_rate = AUDIO_BITRATE_BPS
         encoder = _AacTrack(dst, aout)
         frames_before = 0
         for path, n in zip(segments, n_frames):

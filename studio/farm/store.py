@@ -13,7 +13,7 @@ import errno
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from studio.errors import InputError, OutputPathError
@@ -33,6 +33,7 @@ class SegmentRecord:
     device: str
     seconds: float  # wall time of the render on the worker
     stage_s: dict
+    size_bytes: int = 0  # of the committed MP4: a file cut short under the final name shows here first
 
 
 def segment_dir(out_dir: Path, bulletin: str) -> Path:
@@ -65,6 +66,9 @@ def verify(path: Path, n_frames: int | None = None) -> int:
         raise InputError(f"{path.name} has no 48 kHz AAC audio")
     if n_frames is not None and info.n_video_frames != n_frames:
         raise InputError(f"{path.name} has {info.n_video_frames} frames, not {n_frames}")
+    if (info.audio_duration_s or 0.0) < (info.video_duration_s or 0.0) - 1024 / AUDIO_RATE_HZ:
+        raise InputError(f"{path.name} has {info.audio_duration_s or 0:.3f} s of audio for "
+                         f"{info.video_duration_s:.3f} s of video")
     return info.n_video_frames
 
 
@@ -74,6 +78,7 @@ def commit(attempt: Path, out_dir: Path, bulletin: str, index: int, record: Segm
     rec = record_path(out_dir, bulletin, index)
     tmp_rec = attempt.with_suffix(".json")
     try:
+        record = replace(record, size_bytes=attempt.stat().st_size)
         tmp_rec.write_text(json.dumps(record.__dict__, indent=1))
         try:
             os.link(attempt, final)
@@ -109,8 +114,10 @@ def load_done(out_dir: Path, bulletin: str, index: int, fingerprint: str) -> Seg
         _remove(final, rec)
         return None
     try:
+        if final.stat().st_size != record.size_bytes:
+            raise InputError(f"{final.name} is {final.stat().st_size} bytes, not the {record.size_bytes} written")
         verify(final, record.n_frames)
-    except InputError as exc:
+    except (InputError, OSError) as exc:
         log.info("%s is not a complete segment (%s): it is made again", final, exc)
         _remove(final, rec)
         return None

@@ -28,10 +28,20 @@ def pack_key(anchor_path: str | None) -> str:
 
 
 def build_pack(anchor_path: str | None):
-    """The anchor pack of a portrait (a Ray task: the result goes to the object store once)."""
-    from studio.presenter.anchor import build_anchor
+    """The anchor pack of a portrait (a Ray task: the result goes to the object store once).
 
-    return build_anchor(Path(anchor_path) if anchor_path else None)
+    Always in the form the anchor cache stores (masks at 16-bit precision), whether it was just built or loaded from
+    the cache: a freshly built pack differs from its cached copy by up to 2.4e-4 in the masks, and that changes
+    frames, so a run on a machine whose cache was empty would not match one whose cache was warm."""
+    import tempfile
+
+    from studio.presenter.anchor import _load_pack, _save_pack, build_anchor
+
+    pack = build_anchor(Path(anchor_path) if anchor_path else None)
+    with tempfile.TemporaryDirectory(prefix="newsstudio-pack-") as tmp:
+        path = Path(tmp) / "pack.npz"
+        _save_pack(pack, path)
+        return _load_pack(path, pack.name)
 
 
 def _warm(threads: int) -> None:
