@@ -75,3 +75,16 @@ def run_from_args(args: argparse.Namespace) -> int:
                      f"{len(result.failed)} not made, in {result.seconds:.1f} s on {c.get('nodes')} node(s) "
                      f"({c.get('address')})\n")
     return EXIT_OK if not result.failed else EXIT_PARTIAL
+
+
+def studio_farm_settings(core, out_dir: Path, workers: int = 2, address: str | None = None):
+    """Farm settings from the studio's program settings: its picture (size or canvas, fps, engine), rendered with the
+    offline defaults (whole chunks, the optimizations that help offline) on CPU workers and, where the cluster has
+    GPUs, on CUDA workers."""
+    from studio.farm.settings import FarmSettings
+    from studio.pipeline.factory import default_optimizations
+
+    base = replace(core, chunk_frames=8, batch_frames=8, measure_baseline=False)
+    cpu = replace(base, device="cpu", optimizations=default_optimizations("cpu", core.engine))
+    gpu = replace(base, device="cuda", optimizations=default_optimizations("cuda", core.engine))
+    return FarmSettings(out_dir=out_dir, core=cpu, gpu_core=gpu, workers=workers, address=address)

@@ -116,20 +116,26 @@ def connect(settings: FarmSettings) -> dict:
 
 
 def run_farm(settings: FarmSettings, rundowns: list[Path], abort: Callable[[], bool] = lambda: False,
-             shutdown: bool = True) -> Generator[FarmProgress, None, FarmResult]:
-    """Render ``rundowns`` into ``settings.out_dir`` (see the module docstring)."""
+             shutdown: bool = True, anchor_pack=None) -> Generator[FarmProgress, None, FarmResult]:
+    """Render ``rundowns`` into ``settings.out_dir`` (see the module docstring). ``anchor_pack``: an anchor already
+    loaded (the studio's) for the rundowns that name no portrait, instead of ``settings.anchor_path``."""
     t_start = time.perf_counter()
     out_dir = Path(settings.out_dir)
     check_out_dir(out_dir)
     plan = plan_rundowns(rundowns, settings.core, settings.anchor_path)
     cluster = connect(settings)
     try:
-        return (yield from _run(settings, plan, cluster, out_dir, abort, t_start))
+        return (yield from _run(settings, plan, cluster, out_dir, abort, t_start, anchor_pack))
     finally:
         if shutdown:
             import ray
 
             ray.shutdown()
+
+
+@dataclass
+class _Stitch:
+    name: str  # the bulletin being joined
 
 
 @dataclass
@@ -141,7 +147,14 @@ class _Seg:
     line: dict = field(default_factory=dict)
 
 
-def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, abort, t_start: float):
+def _lost_errors(ray) -> tuple:
+    """What Ray raises when a task's worker process or node died (the task may be tried again)."""
+    e = ray.exceptions
+    return (e.WorkerCrashedError, e.NodeDiedError, e.ObjectLostError, e.RaySystemError, e.TaskUnschedulableError)
+
+
+def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, abort, t_start: float,
+         anchor_pack=None):
     import ray
 
     from studio.farm import worker
@@ -151,51 +164,62 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
     core = settings.gpu_core if use_gpu else settings.core
     encode = replace(render_encode_settings(core), encoder_threads=settings.cpus_per_segment)
     enc_d = {k: v for k, v in encode.__dict__.items()}
+    failed: list[tuple[str, str]] = [(r.name, r.reason) for r in plan.rejected]
+    remote_render = ray.remote(max_retries=0, **({"num_gpus": settings.gpu_share, "num_cpus": settings.cpus_per_segment}
+                                                if use_gpu else {"num_cpus": settings.cpus_per_segment})
+                               )(worker.render_job)
+    remote_pack = ray.remote(max_retries=settings.max_retries, num_cpus=1)(worker.build_pack)
+    remote_stitch = ray.remote(max_retries=settings.max_retries, num_cpus=1)(worker.stitch_bulletin)
+
+    # each portrait's pack, built once into the object store (a cached pack loads in a fraction of a second); its
+    # content key joins the fingerprint, so a portrait replaced under the same name is never served from old files
+    packs: dict[str | None, object] = {}
+    pack_keys: dict[str | None, str] = {}
+    if anchor_pack is not None and settings.anchor_path is None:
+        packs[None] = ray.put(worker.canonical_pack(anchor_pack))
+    for job in plan.jobs:
+        if job.anchor_path not in packs:
+            packs[job.anchor_path] = remote_pack.remote(job.anchor_path)
+    for key, ref in list(packs.items()):  # a portrait without a usable face rejects its segments, named
+        try:
+            pack_keys[key] = ray.get(ref).key
+        except ray.exceptions.RayTaskError as exc:
+            reason = str(exc.cause) if isinstance(exc.cause, StudioError) else f"the portrait failed ({exc.cause})"
+            failed.extend((job.name, reason) for job in plan.jobs if job.anchor_path == key)
+            del packs[key]
+
     segs: dict[str, list[_Seg]] = {}
     for name, jobs in plan.bulletins.items():
         store.clear_attempts(out_dir, name)
-        segs[name] = [_Seg(j, job_fingerprint(j, core, enc_d)) for j in jobs]
+        segs[name] = []
+        for j in jobs:
+            s = _Seg(j, job_fingerprint(j, core, enc_d, pack_keys.get(j.anchor_path, "")))
+            if j.anchor_path not in packs:
+                s.status = "failed"
+                s.line = {"segment": j.name, "error": next(r for n, r in failed if n == j.name)}
+            segs[name].append(s)
     resumed = 0
     for name, lst in segs.items():
         for s in lst:
+            if s.status != "pending":
+                continue
             rec = store.load_done(out_dir, name, s.job.index, s.fingerprint)
             if rec is not None:
                 s.status, resumed = "resumed", resumed + 1
                 s.line = {"segment": s.job.name, "node": rec.node, "device": rec.device, "seconds": rec.seconds,
                           "n_frames": rec.n_frames, "resumed": True}
-    failed: list[tuple[str, str]] = [(r.name, r.reason) for r in plan.rejected]
     total = sum(len(v) for v in segs.values())
-    yield FarmProgress(resumed, total, 0, 0, 0.0, None, {}, f"{cluster['nodes']} node(s), {cluster['cpus']:g} CPUs, "
-                       f"{cluster['gpus']:g} GPUs; {resumed} segment(s) already made")
-
-    task_opts = ({"num_gpus": settings.gpu_share, "num_cpus": settings.cpus_per_segment} if use_gpu
-                 else {"num_cpus": settings.cpus_per_segment})
-    remote_render = ray.remote(max_retries=0, **task_opts)(worker.render_job)
-    remote_pack = ray.remote(max_retries=settings.max_retries, num_cpus=1)(worker.build_pack)
+    yield FarmProgress(resumed, total, len(failed), 0, time.perf_counter() - t_start, None, {},
+                       f"{cluster['nodes']} node(s), {cluster['cpus']:g} CPUs, {cluster['gpus']:g} GPUs; "
+                       f"{resumed} segment(s) already made")
     todo = [s for lst in segs.values() for s in lst if s.status == "pending"]
-    packs: dict[str | None, object] = {}
-    for s in todo:
-        if s.job.anchor_path not in packs:
-            packs[s.job.anchor_path] = remote_pack.remote(s.job.anchor_path)
-    for key, ref in list(packs.items()):  # a portrait without a usable face rejects its segments, named
-        try:
-            ray.wait([ref], fetch_local=False)
-            ray.get(ref)
-        except ray.exceptions.RayTaskError as exc:
-            reason = str(exc.cause) if isinstance(exc.cause, StudioError) else f"the portrait failed ({exc.cause})"
-            for s in todo:
-                if s.job.anchor_path == key:
-                    s.status, s.line = "failed", {"segment": s.job.name, "error": reason}
-                    failed.append((s.job.name, reason))
-            del packs[key]
-    todo = [s for s in todo if s.status == "pending"]
 
     def submit(s: _Seg):
         s.status = "running"
-        return remote_render.remote(s.job, replace(core), encode, str(out_dir), s.fingerprint,
+        return remote_render.remote(s.job, core, encode, str(out_dir), s.fingerprint,
                                     [packs[s.job.anchor_path]], settings.cpus_per_segment)
 
-    running = {submit(s): s for s in todo}
+    running: dict[object, _Seg | _Stitch] = {submit(s): s for s in todo}
     made = retries = 0
     per_node: dict[str, int] = {}
     t_run = time.perf_counter()
@@ -208,7 +232,14 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
             for name in segs:
                 if name not in finished and all(s.status not in ("pending", "running") for s in segs[name]):
                     finished.add(name)
-                    message = _finish_bulletin(name, segs[name], plan, out_dir, cluster, bulletins, reports)
+                    ok = [s for s in segs[name] if s.status in ("done", "resumed")]
+                    if ok:  # stitched by a task; its report is written when it is in
+                        ref = remote_stitch.remote(str(out_dir), name, [s.job.index for s in ok],
+                                                   [int(s.line["n_frames"]) for s in ok])
+                        running[ref] = _Stitch(name)
+                    else:
+                        reports[name] = _write_report(name, segs[name], plan, out_dir, cluster, {})
+                        message = f"{name}: no segment could be made"
             if not running:
                 break
             if abort():
@@ -216,12 +247,14 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
                 raise StudioError("The farm run was cancelled; run it again to resume.")
             ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
             for ref in ready:
-                s = running.pop(ref)
+                item = running.pop(ref)
+                if isinstance(item, _Stitch):
+                    message = _stitched(ray, ref, item, segs, plan, out_dir, cluster, bulletins, reports, failed)
+                    continue
+                s = item
                 try:
                     line = ray.get(ref)
-                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                        ray.exceptions.ObjectLostError, ray.exceptions.RaySystemError,
-                        ray.exceptions.TaskUnschedulableError) as exc:
+                except _lost_errors(ray) as exc:
                     if s.retries < settings.max_retries:
                         s.retries += 1
                         retries += 1
@@ -233,6 +266,10 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
                 except ray.exceptions.RayTaskError as exc:
                     line = {"segment": s.job.name, "error": f"unexpected failure ({exc.cause!r})"}
                 line["retries"] = s.retries
+                if "error" not in line and not store.final_path(out_dir, s.job.bulletin, s.job.index).exists():
+                    line["error"] = (f"it was written on {line['node']}, but {out_dir} does not show it here: give "
+                                     "--out a folder that every node of the cluster shares")
+                    line["error_kind"] = "OutputPathError"
                 s.line = line
                 if "error" in line:
                     s.status = "failed"
@@ -258,20 +295,31 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
                       retries=retries, seconds=time.perf_counter() - t_start, cluster=cluster)
 
 
-def _finish_bulletin(name: str, segs: list[_Seg], plan: FarmPlan, out_dir: Path, cluster: dict,
-                     bulletins: dict, reports: dict) -> str:
-    from studio.farm.stitch import stitch
+def _stitched(ray, ref, item: _Stitch, segs: dict, plan: FarmPlan, out_dir: Path, cluster: dict, bulletins: dict,
+              reports: dict, failed: list) -> str:
+    """A bulletin's stitch task is in: its report, and the bulletin or the reason there is none."""
+    name = item.name
+    try:
+        line = ray.get(ref)
+    except (*_lost_errors(ray), ray.exceptions.RayTaskError) as exc:
+        line = {"error": f"joining the segments failed ({exc})"}
+    if "error" in line:
+        failed.append((f"{name}.mp4", line["error"]))
+        reports[name] = _write_report(name, segs[name], plan, out_dir, cluster, line)
+        if line.get("error_kind") == "OutputPathError":
+            raise OutputPathError(line["error"])
+        return f"{name}.mp4 could not be joined: {line['error']}"
+    bulletins[name] = out_dir / f"{name}.mp4"
+    reports[name] = _write_report(name, segs[name], plan, out_dir, cluster, line)
+    store.clear_attempts(out_dir, name)
+    n_bad = sum(1 for s in segs[name] if s.status == "failed") + sum(
+        1 for r in plan.rejected if r.bulletin == name and r.index >= 0)
+    n_ok = sum(1 for s in segs[name] if s.status in ("done", "resumed"))
+    return f"{name}.mp4 written ({n_ok} segments)" + (f", {n_bad} not made" if n_bad else "")
 
-    ok = [s for s in segs if s.status in ("done", "resumed")]
-    stitch_line: dict = {}
-    if ok:
-        paths = [store.final_path(out_dir, name, s.job.index) for s in ok]
-        frames = [int(s.line["n_frames"]) for s in ok]
-        fps = store.load_fps(out_dir, name, ok[0].job.index)
-        rep = stitch(paths, frames, fps, out_dir / f"{name}.mp4")
-        bulletins[name] = rep.path
-        stitch_line = {"seconds": round(rep.seconds, 3), "remuxed": rep.remuxed, "n_frames": rep.n_frames,
-                       "duration_s": round(rep.duration_s, 3)}
+
+def _write_report(name: str, segs: list[_Seg], plan: FarmPlan, out_dir: Path, cluster: dict,
+                  stitch_line: dict) -> Path:
     by_index = {s.job.index: s for s in segs}
     lines = []
     for i in range(plan.totals.get(name, 0)):
@@ -288,8 +336,9 @@ def _finish_bulletin(name: str, segs: list[_Seg], plan: FarmPlan, out_dir: Path,
     for r in plan.rejected:
         if r.bulletin == name and r.index < 0:
             lines.append({"index": None, "status": "failed", "error": r.reason})
-    report = {"bulletin": name, "path": str(bulletins.get(name, "")), "cluster": cluster, "stitch": stitch_line,
-              "segments": lines}
+    made = "error" not in stitch_line and bool(stitch_line)
+    report = {"bulletin": name, "path": str(out_dir / f"{name}.mp4") if made else "", "cluster": cluster,
+              "stitch": stitch_line, "segments": lines}
     path = out_dir / f"{name}.json"
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -298,7 +347,4 @@ def _finish_bulletin(name: str, segs: list[_Seg], plan: FarmPlan, out_dir: Path,
     except OSError as exc:
         raise OutputPathError(f"Cannot write the report {path} ({exc.strerror}): free some space or choose "
                               "another folder.") from exc
-    reports[name] = path
-    store.clear_attempts(out_dir, name)
-    n_bad = sum(1 for x in lines if x["status"] == "failed")
-    return f"{name}.mp4 written ({len(ok)} segments)" + (f", {n_bad} not made" if n_bad else "")
+    return path

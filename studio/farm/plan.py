@@ -150,11 +150,13 @@ def plan_rundowns(items: list[Path], core: CoreSettings, default_anchor: Path | 
     return FarmPlan(bulletins=bulletins, totals=totals, rejected=tuple(rejected))
 
 
-def job_fingerprint(job: SegmentJob, core: CoreSettings, encode: dict) -> str:
-    """What a finished segment must match to be reused on resume: the job, the picture and the encoder settings."""
+def job_fingerprint(job: SegmentJob, core: CoreSettings, encode: dict, pack_key: str = "") -> str:
+    """What a finished segment must match to be reused on resume: the job, the portrait's content, the picture and
+    the encoder settings."""
     core_d = asdict(core)
     core_d["optimizations"] = sorted(o.value for o in core.optimizations)
     core_d["layout"] = core.layout.value
     core_d.pop("seed", None)  # the job's own seed counts
-    blob = json.dumps({"job": asdict(job), "core": core_d, "encode": encode}, sort_keys=True, default=str)
+    blob = json.dumps({"job": asdict(job), "pack": pack_key, "core": core_d, "encode": encode}, sort_keys=True,
+                      default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

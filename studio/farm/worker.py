@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,12 +20,9 @@ from studio.errors import StudioError
 
 log = logging.getLogger(__name__)
 
-_PACKS: dict[str, object] = {}  # anchor key -> AnchorPack, per worker process
+_PACKS: OrderedDict[str, object] = OrderedDict()  # object id -> AnchorPack, per worker process, newest last
+_MAX_PACKS = 4  # a worker of a long-lived cluster serves many runs: keep the packs of the last few only
 _STATE: dict[str, object] = {"threads": None, "tasks": 0}
-
-
-def pack_key(anchor_path: str | None) -> str:
-    return anchor_path or "<built-in>"
 
 
 def build_pack(anchor_path: str | None):
@@ -33,11 +31,17 @@ def build_pack(anchor_path: str | None):
     Always in the form the anchor cache stores (masks at 16-bit precision), whether it was just built or loaded from
     the cache: a freshly built pack differs from its cached copy by up to 2.4e-4 in the masks, and that changes
     frames, so a run on a machine whose cache was empty would not match one whose cache was warm."""
+    from studio.presenter.anchor import build_anchor
+
+    return canonical_pack(build_anchor(Path(anchor_path) if anchor_path else None))
+
+
+def canonical_pack(pack):
+    """``pack`` as the anchor cache stores and loads it (see ``build_pack``)."""
     import tempfile
 
-    from studio.presenter.anchor import _load_pack, _save_pack, build_anchor
+    from studio.presenter.anchor import _load_pack, _save_pack
 
-    pack = build_anchor(Path(anchor_path) if anchor_path else None)
     with tempfile.TemporaryDirectory(prefix="newsstudio-pack-") as tmp:
         path = Path(tmp) / "pack.npz"
         _save_pack(pack, path)
@@ -52,14 +56,19 @@ def _warm(threads: int) -> None:
         _STATE["threads"] = threads
 
 
-def _pack(anchor_path: str | None, box: list):
-    key = pack_key(anchor_path)
+def _pack(box: list):
+    """The pack whose object reference is ``box[0]``: fetched from the object store the first time only (an object
+    id is unique to one run's pack, so a cluster that outlives runs never serves a stale one)."""
+    key = box[0].hex()
     pack = _PACKS.get(key)
     if pack is None:
         import ray
 
         pack = ray.get(box[0])
         _PACKS[key] = pack
+        while len(_PACKS) > _MAX_PACKS:
+            _PACKS.popitem(last=False)
+    _PACKS.move_to_end(key)
     return pack
 
 
@@ -105,7 +114,7 @@ def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, thr
         _warm(threads)
         settings = replace(core, seed=job.seed, device=worker_device(core.device))
         line["device"] = settings.device
-        anchor = _pack(job.anchor_path, box)
+        anchor = _pack(box)
         store.segment_dir(out, job.bulletin).mkdir(parents=True, exist_ok=True)
         req = RenderRequest(out_path=attempt, text=job.text, voice=job.voice, title=job.title, core=settings,
                             encode=encode)
@@ -133,3 +142,21 @@ def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, thr
         line["error_kind"] = type(exc).__name__
     _STATE["tasks"] = int(_STATE["tasks"]) + 1
     return line
+
+
+def stitch_bulletin(out_dir: str, bulletin: str, indices: list[int], frames: list[int]) -> dict:
+    """Join a bulletin's committed segments (a Ray task: bulletins are stitched in parallel, off the driver)."""
+    from studio.farm import store
+    from studio.farm.stitch import stitch
+
+    out = Path(out_dir)
+    try:
+        fps = store.load_fps(out, bulletin, indices[0])
+        rep = stitch([store.final_path(out, bulletin, i) for i in indices], frames, fps, out / f"{bulletin}.mp4")
+    except StudioError as exc:
+        return {"error": str(exc), "error_kind": type(exc).__name__}
+    except OSError as exc:
+        return {"error": f"cannot read the segments of {bulletin} ({exc.strerror}): check {out}",
+                "error_kind": "OutputPathError"}
+    return {"seconds": round(rep.seconds, 3), "remuxed": rep.remuxed, "n_frames": rep.n_frames,
+            "duration_s": round(rep.duration_s, 3), "node": node_label()}
