@@ -121,20 +121,30 @@ def measure_overheads(address: str) -> dict:
         ray.shutdown()
 
 
-def projection(seg_s: float, launch_s: float, stitch_per_seg_s: float, fetch_s: float, shares: int) -> dict:
-    """8 GPUs x N nodes, ``shares`` segments per GPU at a time: the workers' rate against the driver's serial work."""
-    serial_s = launch_s + stitch_per_seg_s  # per segment, on the one driver
+def projection(seg_s: float, stitch_per_seg_s: float, driver_s: float, fetch_s: float, shares: int) -> dict:
+    """8 GPUs x N nodes, ``shares`` segments per GPU at a time. Workers: each slot makes a segment in ``seg_s`` plus its
+    share of its bulletin's stitching (a task too). Driver: one process submits and collects every segment, serially
+    (``driver_s``: the measured task round trip). Pack: each node fetches each portrait's pack once (``fetch_s``)."""
     rows = []
-    for n in (1, 2, 4, 8, 16, 32, 64):
+    for n in (1, 2, 4, 8, 16, 32, 64, 128):
         slots = 8 * n * shares
-        workers_rate = slots / seg_s  # segments per second, if the driver kept up
-        driver_rate = 1 / serial_s
+        workers_rate = slots / (seg_s + stitch_per_seg_s)  # segments per second if the driver kept up
+        driver_rate = 1 / driver_s
         rows.append({"nodes": n, "gpus": 8 * n, "segments_per_min": round(60 * min(workers_rate, driver_rate), 1),
-                     "limited_by": "workers" if workers_rate < driver_rate else "driver (launch + stitching)",
-                     "first_pack_fetch_s": round(fetch_s, 3)})
-    knee = seg_s / serial_s / (8 * shares)
-    return {"segment_s": seg_s, "driver_serial_s_per_segment": round(serial_s, 5), "shares_per_gpu": shares,
-            "rows": rows, "stops_scaling_at_nodes": round(knee, 1)}
+                     "limited_by": "workers" if workers_rate < driver_rate else "driver",
+                     "pack_fetch_all_nodes_s": round(n * fetch_s, 3)})
+    knee = (seg_s + stitch_per_seg_s) / driver_s / (8 * shares)
+    return {"segment_s": seg_s, "stitch_s_per_segment": round(stitch_per_seg_s, 4), "driver_s_per_segment": driver_s,
+            "shares_per_gpu": shares, "rows": rows, "stops_scaling_at_nodes": round(knee, 1)}
+
+
+def project_from(path: Path, seg_s: float | None, shares: int) -> dict:
+    """The projection again from a saved run, e.g. with a GPU's per-segment cost from ``--gpu-sweep``."""
+    d = json.loads(path.read_text())
+    rows, over = d["configs"], d["overheads"]
+    seg = seg_s or rows[0]["warm_segment_s_median"] or rows[0]["segment_s_median"]
+    stitch = statistics.median(r["stitch_s"] for r in rows) / rows[0]["segments"]
+    return projection(seg, stitch, over["task_round_trip_s_median"], over["pack_fetch_other_node_s_median"], shares)
 
 
 _WORKER_CACHE: dict = {}  # per worker process: the pack and the program, fetched once from the object store
@@ -220,6 +230,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--segment-seconds", type=float, help="per-segment cost for the projection (default: measured)")
     ap.add_argument("--shares", type=int, default=4, help="segments sharing one GPU in the projection")
+    ap.add_argument("--project", type=Path, metavar="JSON",
+                    help="only print the projection again from a saved run (with --segment-seconds, --shares)")
     ap.add_argument("--gpu-sweep", action="store_true", help="one GPU: 1, 2, 4 segments sharing it (see above)")
     ap.add_argument("--inputs", type=Path, default=REPO / ".farmwhl",
                     help="--gpu-sweep: folder with program.npz and anchor.npz (made by --make-inputs)")
@@ -228,6 +240,9 @@ def main() -> int:
     args = ap.parse_args()
     out: dict = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                              "load_avg_1min": os.getloadavg()[0]}}
+    if args.project:
+        print(json.dumps(project_from(args.project, args.segment_seconds, args.shares), indent=1))
+        return 0
     if args.make_inputs:
         make_device_inputs(args.inputs, args.make_inputs)
         return 0
@@ -265,8 +280,8 @@ def main() -> int:
         out["configs"] = rows
         out["overheads"] = over
         seg_s = args.segment_seconds or rows[0]["warm_segment_s_median"] or rows[0]["segment_s_median"]
-        stitch_per_seg = max(r["stitch_s"] for r in rows) / args.segments
-        out["projection"] = projection(seg_s, over["task_launch_s_batched"], stitch_per_seg,
+        stitch_per_seg = statistics.median(r["stitch_s"] for r in rows) / args.segments
+        out["projection"] = projection(seg_s, stitch_per_seg, over["task_round_trip_s_median"],
                                        over["pack_fetch_other_node_s_median"], args.shares)
         out["machine"]["load_avg_1min_end"] = os.getloadavg()[0]
     text = json.dumps(out, indent=1)

@@ -87,13 +87,14 @@ def _check_reachable(address: str, timeout_s: float) -> None:
 
 def connect(settings: FarmSettings) -> dict:
     """Start the embedded cluster or join ``settings.address``; returns what the cluster offers."""
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")  # Ray's own C++ warnings would add lines to ours
     try:
         import ray
     except ImportError as exc:
         raise StudioError("Ray is not installed: run the README's set-up command (installers/setup.sh).") from exc
     if ray.is_initialized():
         ray.shutdown()
-    kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    kwargs = dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     if settings.address:
         _check_reachable(settings.address, settings.connect_timeout_s)
         try:
