@@ -148,6 +148,15 @@ class _Seg:
     line: dict = field(default_factory=dict)
 
 
+def _cancel(ray, running: dict) -> None:
+    """Stop every task still running (its worker process is killed: a segment half written is never committed)."""
+    for ref in list(running):
+        try:
+            ray.cancel(ref, force=True)
+        except (TypeError, ValueError, ray.exceptions.RayError) as exc:  # already finished, or a stitch
+            log.info("cancel: %s", exc)
+
+
 def _lost_errors(ray) -> tuple:
     """What Ray raises when a task's worker process or node died (the task may be tried again)."""
     e = ray.exceptions
@@ -227,7 +236,7 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
     bulletins: dict[str, Path] = {}
     reports: dict[str, Path] = {}
     finished = set()
-    message = "rendering"
+    message = ""
     try:
         while True:
             for name in segs:
@@ -244,7 +253,7 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
             if not running:
                 break
             if abort():
-                ray.cancel(list(running), force=True)
+                _cancel(ray, running)
                 raise StudioError("The farm run was cancelled; run it again to resume.")
             ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
             for ref in ready:
@@ -290,7 +299,7 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
                                dict(per_node), message)
     except BaseException:
         if running:
-            ray.cancel(list(running), force=True)
+            _cancel(ray, running)
         raise
     return FarmResult(bulletins=bulletins, reports=reports, failed=tuple(failed), made=made, resumed=resumed,
                       retries=retries, seconds=time.perf_counter() - t_start, cluster=cluster)

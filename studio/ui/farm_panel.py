@@ -62,11 +62,13 @@ class FarmPanel(QWidget):
     ``farm_finished`` is emitted when a job has ended, whichever way."""
 
     farm_finished = Signal()
+    START = "Render on the farm"
 
     def __init__(self, segments_of, core_of, anchor_of, out_dir: Path, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._segments_of, self._core_of, self._anchor_of = segments_of, core_of, anchor_of
         self.worker: FarmWorker | None = None
+        self._last_message = ""
 
         self.open_rundown = QRadioButton("the open rundown")
         self.folder_rundowns = QRadioButton("a folder of rundowns:")
@@ -110,7 +112,8 @@ class FarmPanel(QWidget):
         out.addWidget(pick_out)
         form.addRow("Into", out)
 
-        self.button = QPushButton("Render on the farm")
+        self.button = QPushButton(self.START)
+        self.button.setMinimumWidth(self.button.fontMetrics().horizontalAdvance(self.START) + 32)
         self.button.clicked.connect(self.toggle)
         self.bar = QProgressBar()
         self.bar.setRange(0, 1)
@@ -202,7 +205,7 @@ class FarmPanel(QWidget):
         self.nodes.clear()
         for node, n in sorted(p.per_node.items()):
             self.nodes.addItem(f"{node}: {n}")
-        if p.message and p.message != getattr(self, "_last_message", None):
+        if p.message and p.message != self._last_message:
             self._last_message = p.message
             self.log.appendPlainText(p.message)
 
@@ -226,7 +229,7 @@ class FarmPanel(QWidget):
             self.worker.wait()
             self.worker.deleteLater()
         self.worker = None
-        self.button.setText("Render on the farm")
+        self.button.setText(self.START)
         self.button.setEnabled(True)
         if self.bar.maximum() == 0:
             self.bar.setRange(0, 1)

@@ -51,3 +51,17 @@ def test_an_unreachable_cluster_is_one_line(qtbot, tmp_path) -> None:
     assert panel.status.text().startswith("Cannot reach the Ray cluster at 127.0.0.1:9")
     assert "\n" not in panel.status.text()
     assert not panel.running
+
+
+def test_cancel_stops_the_run_and_says_how_to_resume(qtbot, tmp_path) -> None:
+    panel = _panel(qtbot, tmp_path, [Segment("Opening", "Good evening."), Segment("Close", "Good night.")])
+    panel.button.click()
+    worker = panel.worker
+    with qtbot.waitSignal(worker.progress, timeout=300_000):
+        pass
+    with qtbot.waitSignal(panel.farm_finished, timeout=120_000):
+        panel.button.click()
+        assert not panel.button.isEnabled()
+    assert "cancelled" in panel.status.text() and "resume" in panel.status.text()
+    assert panel.button.isEnabled() and not panel.running
+    assert not (tmp_path / "farm" / "studio_rundown.mp4").exists()
