@@ -114,7 +114,8 @@ def measure_overheads(address: str) -> dict:
             strat = NodeAffinitySchedulingStrategy(other, soft=False)
             fetches.append(ray.get(fetch.options(scheduling_strategy=strat).remote([ref])))
         size = sum(v.nbytes for v in vars(pack).values() if hasattr(v, "nbytes"))
-        return {"task_launch_s_batched": round(batch_s, 5), "task_round_trip_s_median": round(statistics.median(rtt), 5),
+        return {"task_launch_s_batched": round(batch_s, 5),
+                "task_round_trip_s_median": round(statistics.median(rtt), 5),
                 "pack_bytes": int(size), "pack_fetch_other_node_s_median": round(statistics.median(fetches), 4),
                 "fetch_crossed_nodes": other != here}
     finally:

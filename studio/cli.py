@@ -342,9 +342,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_farm(args: argparse.Namespace) -> int:
-    from studio.farm.command import run_from_args
+    from studio.farm.command import cpu_arguments, run_from_args
 
-    return run_from_args(args)
+    return run_from_args(args, core_settings_from(cpu_arguments(args)))
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:

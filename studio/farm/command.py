@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("rundowns", nargs="+", type=Path, metavar="RUNDOWN",
                    help="rundown JSON files, or folders of them: one bulletin each")
     p.add_argument("--out", type=Path, required=True, help="folder for the bulletins (<rundown>.mp4 + .json report)")
-    p.add_argument("--workers", type=int, default=2,
+    p.add_argument("--workers", type=int,
                    help="worker processes of the cluster started on this machine (default 2; not with --address)")
     p.add_argument("--address", help="join a running cluster at HOST:PORT (`ray start --head` prints it) instead")
     p.add_argument("--anchor", type=Path, help="portrait for rundowns that name none (default: the built-in one)")
@@ -26,12 +26,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                           "(default 2)")
 
 
-def farm_settings_from(args: argparse.Namespace):
-    from studio.cli import core_settings_from
+def cpu_arguments(args: argparse.Namespace) -> argparse.Namespace:
+    """The picture arguments as the command line checks them for a CPU: the workers' device is theirs (CPU settings
+    here, CUDA ones made from them in ``farm_settings_from``)."""
+    return argparse.Namespace(**{**vars(args), "device": "cpu"})
+
+
+def farm_settings_from(args: argparse.Namespace, core):
+    """``core``: the CPU workers' settings, from ``cpu_arguments(args)`` checked by the command line."""
     from studio.farm.settings import FarmSettings
     from studio.pipeline.factory import parse_optimizations
 
-    if args.address and args.workers != 2:
+    if args.address and args.workers is not None:
         raise InputError("--workers sizes the cluster this machine starts: leave it out with --address (the "
                          "cluster's own workers are used).")
     if not 0 < args.gpu_share <= 1:
@@ -40,23 +46,20 @@ def farm_settings_from(args: argparse.Namespace):
         raise InputError(f"--retries {args.retries}: give 0 or more.")
     if args.anchor is not None and not args.anchor.is_file():
         raise InputError(f"Portrait not found: {args.anchor}. Check the path.")
-    requested = args.device
-    cpu_args = argparse.Namespace(**{**vars(args), "device": "cpu"})
-    core = core_settings_from(cpu_args)  # the workers' device is theirs: CPU settings here, CUDA ones below
     gpu_core = None
-    if requested != "cpu":
+    if args.device != "cpu":
         gpu_core = replace(core, device="cuda", optimizations=parse_optimizations(args.optimizations, "cuda",
                                                                                   args.engine))
-    return FarmSettings(out_dir=args.out, core=core, gpu_core=gpu_core, workers=args.workers,
+    return FarmSettings(out_dir=args.out, core=core, gpu_core=gpu_core, workers=args.workers or 2, device=args.device,
                         address=args.address, anchor_path=args.anchor, gpu_share=args.gpu_share,
                         max_retries=args.retries)
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def run_from_args(args: argparse.Namespace, core) -> int:
     from studio.farm.console import ConsoleProgress
     from studio.farm.driver import run_farm
 
-    settings = farm_settings_from(args)
+    settings = farm_settings_from(args, core)
     console = ConsoleProgress()
     gen = run_farm(settings, list(args.rundowns))
     try:
@@ -76,15 +79,3 @@ def run_from_args(args: argparse.Namespace) -> int:
                      f"({c.get('address')})\n")
     return EXIT_OK if not result.failed else EXIT_PARTIAL
 
-
-def studio_farm_settings(core, out_dir: Path, workers: int = 2, address: str | None = None):
-    """Farm settings from the studio's program settings: its picture (size or canvas, fps, engine), rendered with the
-    offline defaults (whole chunks, the optimizations that help offline) on CPU workers and, where the cluster has
-    GPUs, on CUDA workers."""
-    from studio.farm.settings import FarmSettings
-    from studio.pipeline.factory import default_optimizations
-
-    base = replace(core, chunk_frames=8, batch_frames=8, measure_baseline=False)
-    cpu = replace(base, device="cpu", optimizations=default_optimizations("cpu", core.engine))
-    gpu = replace(base, device="cuda", optimizations=default_optimizations("cuda", core.engine))
-    return FarmSettings(out_dir=out_dir, core=cpu, gpu_core=gpu, workers=workers, address=address)

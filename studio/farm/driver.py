@@ -170,6 +170,8 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
     from studio.farm import worker
     from studio.pipeline.render import render_encode_settings
 
+    if settings.device.startswith("cuda") and cluster["gpus"] == 0:
+        raise InputError("--device cuda, but this cluster has no GPU: use --device auto or cpu, or add GPU nodes.")
     use_gpu = cluster["gpus"] > 0 and settings.gpu_core is not None
     core = settings.gpu_core if use_gpu else settings.core
     encode = replace(render_encode_settings(core), encoder_threads=settings.cpus_per_segment)

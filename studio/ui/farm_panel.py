@@ -58,7 +58,7 @@ class FarmWorker(QThread):
 
 class FarmPanel(QWidget):
     """Submit, watch, cancel. ``segments_of()`` gives the open rundown, ``core_of()`` the program's settings (as
-    ``studio.farm.command.studio_farm_settings`` takes them), ``anchor_of()`` the loaded anchor pack.
+    ``studio.farm.settings.studio_farm_settings`` takes them), ``anchor_of()`` the loaded anchor pack.
     ``farm_finished`` is emitted when a job has ended, whichever way."""
 
     farm_finished = Signal()
@@ -173,7 +173,7 @@ class FarmPanel(QWidget):
 
     def _job(self):
         from studio.errors import InputError
-        from studio.farm.command import studio_farm_settings
+        from studio.farm.settings import studio_farm_settings
 
         out = Path(self.out.text().strip() or ".").expanduser()
         address = self.address.text().strip() if self.remote.isChecked() else None
