@@ -27,7 +27,7 @@ class ConsoleProgress:
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
-        self.last_line = ""
+        self.last_key: tuple = ()
         self.last_message = ""
 
     def show(self, p: FarmProgress) -> None:
@@ -35,11 +35,12 @@ class ConsoleProgress:
         if p.message and p.message != self.last_message:
             self.last_message = p.message
             self.stream.write(("\r\033[K" if self.tty else "") + p.message + "\n")
+        key = (p.done, p.failed, p.total)  # off a terminal: a line when a segment is in, not every second
         if self.tty:
             self.stream.write("\r\033[K" + line)
-        elif line != self.last_line:
+        elif key != self.last_key:
             self.stream.write(line + "\n")
-        self.last_line = line
+        self.last_key = key
         self.stream.flush()
 
     def close(self) -> None:

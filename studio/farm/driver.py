@@ -87,7 +87,6 @@ def _check_reachable(address: str, timeout_s: float) -> None:
 
 def connect(settings: FarmSettings) -> dict:
     """Start the embedded cluster or join ``settings.address``; returns what the cluster offers."""
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")  # Ray's own C++ warnings would add lines to ours
     try:
         import ray
     except ImportError as exc:
@@ -327,7 +326,8 @@ def _stitched(ray, ref, item: _Stitch, segs: dict, plan: FarmPlan, out_dir: Path
     n_bad = sum(1 for s in segs[name] if s.status == "failed") + sum(
         1 for r in plan.rejected if r.bulletin == name and r.index >= 0)
     n_ok = sum(1 for s in segs[name] if s.status in ("done", "resumed"))
-    return f"{name}.mp4 written ({n_ok} segments)" + (f", {n_bad} not made" if n_bad else "")
+    made = f"{name}.mp4 written ({n_ok} segment{'s' if n_ok != 1 else ''})"
+    return made + (f", {n_bad} not made" if n_bad else "")
 
 
 def _write_report(name: str, segs: list[_Seg], plan: FarmPlan, out_dir: Path, cluster: dict,

@@ -53,3 +53,20 @@ def test_a_folder_gives_its_rundowns_in_order(tmp_path):
     for name in ("b", "a"):
         _write(tmp_path / f"{name}.json", {"segments": [{"text": "Hello."}]})
     assert list(plan_rundowns([tmp_path], CoreSettings()).bulletins) == ["a", "b"]
+
+
+def test_progress_shows_done_total_eta_and_nodes_once_per_change():
+    import io
+
+    from studio.farm.console import ConsoleProgress, progress_line
+    from studio.farm.driver import FarmProgress
+
+    p = FarmProgress(done=3, total=8, failed=1, running=2, elapsed_s=65, eta_s=125, per_node={"a/1": 2, "b/2": 1},
+                     message="news#3 made on b/2 in 1.0 s")
+    line = progress_line(p)
+    assert "3/8 segments" in line and "1 not made" in line and "ETA 02:05" in line and "a/1:2 b/2:1" in line
+    out = io.StringIO()
+    console = ConsoleProgress(out)
+    console.show(p)
+    console.show(FarmProgress(3, 8, 1, 2, 66, 124, {"a/1": 2, "b/2": 1}, p.message))  # only the clock moved
+    assert out.getvalue().count("3/8 segments") == 1 and out.getvalue().count("news#3 made") == 1
