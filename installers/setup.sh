@@ -47,6 +47,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
+# The dependencies include ray==2.60.0 (the render farm, `main.py farm`: 79 MB wheel, 20 small pure-Python deps).
 # virtualcam: pyvirtualcam (160 kB), so that the virtual camera's code path is tested here too
 .venv/bin/python -m pip install -q -e ".[dev,virtualcam]"
 # Optional extras only when asked, e.g. NEWSSTUDIO_EXTRAS=engines (the talking-head engines of the field: diffusers,

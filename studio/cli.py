@@ -161,6 +161,12 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_arguments(c)
 
+    f = sub.add_parser("farm", help="render rundowns on a Ray cluster: one bulletin MP4 and a JSON report each")
+    from studio.farm.command import add_arguments as add_farm_arguments
+
+    add_farm_arguments(f)
+    _add_picture_args(f)
+
     d = sub.add_parser("doctor", help="what this machine offers: GPU, audio devices, voices, encoders, engines")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
     return p
@@ -395,6 +401,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def _cmd_farm(args: argparse.Namespace) -> int:
+    from studio.farm.command import cpu_arguments, run_from_args
+
+    return run_from_args(args, core_settings_from(cpu_arguments(args)))
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
     try:
         from studio.compile.cli import run_compile
@@ -404,7 +416,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"render": _cmd_render, "doctor": _cmd_doctor, "gui": _cmd_gui, "live": _cmd_live,
-            "bench": _cmd_bench, "compile": _cmd_compile}
+            "bench": _cmd_bench, "compile": _cmd_compile, "farm": _cmd_farm}
 
 
 def main(argv: list[str] | None = None) -> int:

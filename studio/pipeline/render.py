@@ -41,6 +41,7 @@ class RenderRequest:
     canvas_style: object = None  # the whole look (studio.graphics.look.CanvasStyle); wins over canvas_background
     streams: tuple = ()  # more outputs (studio.encode.streams), fed as the file is written
     stream_pace: bool = True  # live outputs get the program at real time (the file then takes as long as it lasts)
+    encode: object = None  # StreamEncodeSettings of the MP4 and the streams (None: ``render_encode_settings``)
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,9 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     if feed is not None:
         feed.attach(source)
     motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
-    # the same encode settings as the stream outputs: the file and every stream share one encode
-    recorder = RecorderOutput(req.out_path, fragmented=True, block=True)
+    # the file and every stream share one encode (the streams' settings are the same)
+    recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
+                              settings=req.encode or render_encode_settings(s))
     for st in req.streams:
         if hasattr(st, "pace"):
             st.pace = req.stream_pace
@@ -261,6 +263,14 @@ def _open_outputs(core, outputs) -> None:
                 log.info("closing %s after a failed start: %s", out.name, exc)
         core.pool.close()
         raise
+
+
+def render_encode_settings(s: CoreSettings):
+    """The encode of a render's file, which its streams share (equal settings: one encode of each frame); the farm
+    fixes its thread count, since x264's output depends on it."""
+    from studio.encode.encoders import StreamEncodeSettings
+
+    return StreamEncodeSettings()
 
 
 def _failure(recorder, err: BaseException | None = None) -> StudioError:

@@ -26,6 +26,7 @@ from studio.ui.format_panel import FormatPanel, load_format
 from studio.ui.hud import HudStrip, install_hud
 from studio.ui.leaderboard_panel import LeaderboardPanel
 from studio.ui.compile_panel import CompilePanel
+from studio.ui.farm_panel import FarmPanel
 from studio.ui.outputs_panel import OutputsPanel
 from studio.ui.preview import PreviewPanel
 from studio.ui.rundown_panel import RundownPanel, Teleprompter
@@ -186,6 +187,9 @@ class MainWindow(QMainWindow):
         self.tools.addTab(self.outputs, "OUTPUTS")
         self.tools.addTab(self.leaderboard, "LEADERBOARD")
         self.tools.addTab(self.compile_panel, "COMPILE")
+        self.farm_panel = FarmPanel(self.rundown.segments, lambda: self.runtime.core_settings,
+                                    lambda: self.runtime.anchor, data_dir() / "farm")
+        self.tools.addTab(self.farm_panel, "FARM")
         self.tools_dock = self._dock("LIVE OUTPUTS · ENGINES", "tools", self.tools)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
         self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
@@ -480,5 +484,6 @@ class MainWindow(QMainWindow):
             self._save_rundown()
             self.leaderboard.shutdown()
             self.compile_panel.shutdown()
+            self.farm_panel.shutdown()
             self.bridge.shutdown()  # closes the recording into a playable file, then quit() + wait()
         super().closeEvent(event)

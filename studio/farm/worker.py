@@ -1,0 +1,162 @@
+"""What runs inside a Ray worker process: anchor packs cached per process, the engine kept warm, one segment a task.
+
+A worker process lives across tasks, so what is loaded once stays loaded: torch and its thread count, the speech
+engines (``studio.speech.registry`` keeps them per process) and the anchor packs. A pack is built once per farm run
+(``build_pack``, a task whose result sits in Ray's object store) and fetched by each worker the first time it needs it:
+its reference travels inside a list so that Ray does not fetch it again for every task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections import OrderedDict
+from dataclasses import replace
+from pathlib import Path
+
+from studio.errors import StudioError
+
+log = logging.getLogger(__name__)
+
+_PACKS: OrderedDict[str, object] = OrderedDict()  # object id -> AnchorPack, per worker process, newest last
+_MAX_PACKS = 4  # a worker of a long-lived cluster serves many runs: keep the packs of the last few only
+_STATE: dict[str, object] = {"threads": None, "tasks": 0}
+
+
+def build_pack(anchor_path: str | None):
+    """The anchor pack of a portrait (a Ray task: the result goes to the object store once).
+
+    Always in the form the anchor cache stores (masks at 16-bit precision), whether it was just built or loaded from
+    the cache: a freshly built pack differs from its cached copy by up to 2.4e-4 in the masks, and that changes
+    frames, so a run on a machine whose cache was empty would not match one whose cache was warm."""
+    from studio.presenter.anchor import build_anchor
+
+    return canonical_pack(build_anchor(Path(anchor_path) if anchor_path else None))
+
+
+def canonical_pack(pack):
+    """``pack`` as the anchor cache stores and loads it (see ``build_pack``)."""
+    import tempfile
+
+    from studio.presenter.anchor import _load_pack, _save_pack
+
+    with tempfile.TemporaryDirectory(prefix="newsstudio-pack-") as tmp:
+        path = Path(tmp) / "pack.npz"
+        _save_pack(pack, path)
+        return _load_pack(path, pack.name)
+
+
+def _warm(threads: int) -> None:
+    if _STATE["threads"] != threads:
+        import torch
+
+        torch.set_num_threads(threads)
+        _STATE["threads"] = threads
+
+
+def _pack(box: list):
+    """The pack whose object reference is ``box[0]``: fetched from the object store the first time only (an object
+    id is unique to one run's pack, so a cluster that outlives runs never serves a stale one)."""
+    key = box[0].hex()
+    pack = _PACKS.get(key)
+    if pack is None:
+        import ray
+
+        pack = ray.get(box[0])
+        _PACKS[key] = pack
+        while len(_PACKS) > _MAX_PACKS:
+            _PACKS.popitem(last=False)
+    _PACKS.move_to_end(key)
+    return pack
+
+
+def node_label() -> str:
+    """This worker's node: host name and the first characters of Ray's node id."""
+    try:
+        import ray
+
+        node_id = ray.get_runtime_context().get_node_id()[:8]
+    except Exception:  # outside Ray (tests call the function directly)
+        node_id = "local"
+    return f"{socket.gethostname()}/{node_id}"
+
+
+def worker_device(device: str) -> str:
+    """``auto`` becomes this worker's own device: the GPU Ray gave it, else the CPU."""
+    if device != "auto":
+        return device
+    try:
+        import ray
+
+        return "cuda" if ray.get_gpu_ids() else "cpu"
+    except Exception:
+        return "cpu"
+
+
+def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, threads: int) -> dict:
+    """Render one segment to its own file, verify it, commit it once; returns its report line.
+
+    Never raises for a segment that cannot be made: the reason comes back in ``error`` so that the driver keeps
+    going with the others. A killed process is what Ray reports to the driver instead (and the driver retries)."""
+    from studio.farm import store
+    from studio.pipeline.render import RenderRequest, render_segment
+
+    t0 = time.perf_counter()
+    node = node_label()
+    pid = os.getpid()
+    line = {"segment": job.name, "index": job.index, "title": job.title, "node": node, "pid": pid,
+            "warm_tasks": _STATE["tasks"]}
+    out = Path(out_dir)
+    attempt = store.attempt_path(out, job.bulletin, job.index, node, pid)
+    try:
+        _warm(threads)
+        settings = replace(core, seed=job.seed, device=worker_device(core.device))
+        line["device"] = settings.device
+        anchor = _pack(box)
+        store.segment_dir(out, job.bulletin).mkdir(parents=True, exist_ok=True)
+        req = RenderRequest(out_path=attempt, text=job.text, voice=job.voice, title=job.title, core=settings,
+                            encode=encode)
+        gen = render_segment(req, anchor=anchor)
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            result = stop.value
+        n = store.verify(attempt, result.n_frames)
+        seconds = time.perf_counter() - t0
+        record = store.SegmentRecord(fingerprint=fingerprint, n_frames=n, fps=settings.fps, node=node,
+                                     device=settings.device, seconds=round(seconds, 3),
+                                     stage_s={k: round(v, 3) for k, v in result.stage_s.items()})
+        line["committed"] = store.commit(attempt, out, job.bulletin, job.index, record)
+        line.update(n_frames=n, seconds=round(seconds, 3), stage_s=record.stage_s)
+    except StudioError as exc:
+        attempt.unlink(missing_ok=True)
+        line["error"] = str(exc)
+        line["error_kind"] = type(exc).__name__
+    except Exception as exc:  # anything unforeseen in one segment: named in the report, the others go on
+        log.exception("segment %s failed", job.name)
+        attempt.unlink(missing_ok=True)
+        line["error"] = f"unexpected failure ({type(exc).__name__}: {exc})"
+        line["error_kind"] = type(exc).__name__
+    _STATE["tasks"] = int(_STATE["tasks"]) + 1
+    return line
+
+
+def stitch_bulletin(out_dir: str, bulletin: str, indices: list[int], frames: list[int]) -> dict:
+    """Join a bulletin's committed segments (a Ray task: bulletins are stitched in parallel, off the driver)."""
+    from studio.farm import store
+    from studio.farm.stitch import stitch
+
+    out = Path(out_dir)
+    try:
+        fps = store.load_fps(out, bulletin, indices[0])
+        rep = stitch([store.final_path(out, bulletin, i) for i in indices], frames, fps, out / f"{bulletin}.mp4")
+    except StudioError as exc:
+        return {"error": str(exc), "error_kind": type(exc).__name__}
+    except OSError as exc:
+        return {"error": f"cannot read the segments of {bulletin} ({exc.strerror}): check {out}",
+                "error_kind": "OutputPathError"}
+    return {"seconds": round(rep.seconds, 3), "remuxed": rep.remuxed, "n_frames": rep.n_frames,
+            "duration_s": round(rep.duration_s, 3), "node": node_label()}

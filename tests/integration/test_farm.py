@@ -1,0 +1,200 @@
+"""The farm on a real local Ray cluster: real TTS, real renderer, real encoder; tiny pictures, short segments."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from studio.encode import probe_mp4
+from studio.farm import store
+from studio.farm.driver import run_farm
+from studio.farm.settings import FarmSettings
+from studio.pipeline.render import RenderRequest, render_segment
+from studio.pipeline.settings import CoreSettings
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CORE = CoreSettings(size_px=64, fps=25.0)
+LONG = ("The council met for three hours tonight and agreed on a new budget for the parks, the libraries and the "
+        "buses, after a long debate about the harbour and the schools of the old town.")
+
+
+def _rundown(folder: Path, name: str, segments: list[dict]) -> Path:
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps({"version": 1, "segments": segments}))
+    return path
+
+
+def _farm(settings: FarmSettings, rundowns: list[Path]):
+    gen = run_farm(settings, rundowns)
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _video_md5s(path: Path) -> list[str]:
+    with av.open(str(path)) as c:
+        return [hashlib.md5(f.to_ndarray(format="yuv420p").tobytes()).hexdigest() for f in c.decode(video=0)]
+
+
+def _audio(path: Path) -> np.ndarray:
+    with av.open(str(path)) as c:
+        return np.concatenate([f.to_ndarray()[0] for f in c.decode(audio=0)])
+
+
+def _report(out: Path, name: str) -> dict:
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def test_two_workers_make_the_frames_of_one_and_name_the_bad_segment(tmp_path):
+    rd = _rundown(tmp_path, "evening", [
+        {"title": "Opening", "text": "Good evening."},
+        {"title": "Weather", "text": "Rain at first, then sun.", "voice": "espeak:en-us"},
+        {"title": "Broken", "text": "This voice does not exist.", "voice": "piper:nobody"},
+        {"title": "Close", "text": "Good night."},
+    ])
+    one = _farm(FarmSettings(out_dir=tmp_path / "one", core=CORE, workers=1), [rd])
+    two = _farm(FarmSettings(out_dir=tmp_path / "two", core=CORE, workers=2), [rd])
+    for result in (one, two):
+        assert [seg for seg, _ in result.failed] == ["evening#3"]
+        assert "nobody" in result.failed[0][1]
+        assert result.made == 3
+    a, b = one.bulletins["evening"], two.bulletins["evening"]
+    assert _video_md5s(a) == _video_md5s(b)
+    report = _report(tmp_path / "two", "evening")
+    assert [s["status"] for s in report["segments"]] == ["done", "done", "failed", "done"]
+    assert all(s["device"] == "cpu" and s["seconds"] > 0 and "node" in s for s in report["segments"]
+               if s["status"] == "done")
+    assert report["stitch"]["remuxed"] is True
+
+    # sound: 48 kHz AAC as long as the video, each segment's audio where its frames are (no drift at the joins)
+    info = probe_mp4(b)
+    assert info.audio_codec == "aac" and info.audio_sample_rate_hz == 48000
+    frames = [s["n_frames"] for s in report["segments"] if s["status"] == "done"]
+    assert info.n_video_frames == sum(frames)
+    pcm = _audio(b)
+    assert pcm.size == sum(frames) * 48000 // 25
+    start = 0
+    for i, n in zip((0, 1, 3), frames):
+        seg = _audio(store.final_path(tmp_path / "two", "evening", i))[: n * 1920]
+        part = pcm[start: start + seg.size]
+        lags = range(-480, 481, 8)
+        best = max(lags, key=lambda lag: float(np.dot(np.roll(part, lag), seg)))
+        assert best == 0
+        assert np.sqrt(np.mean((part - seg) ** 2)) < 0.1 * np.sqrt(np.mean(seg ** 2)) + 1e-3
+        start += n * 1920
+
+
+def test_a_worker_killed_mid_segment_is_retried_and_nothing_is_lost(tmp_path):
+    rd = _rundown(tmp_path, "late", [
+        {"title": "One", "text": "First story."},
+        {"title": "Two", "text": LONG},
+        {"title": "Three", "text": "Last story."},
+    ])
+    out = tmp_path / "out"
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def assassin() -> None:  # kills the first process seen writing segment 2 (index 001)
+        folder = store.segment_dir(out, "late")
+        while not stop.is_set() and not killed:
+            for p in folder.glob(".001.*.mp4.part") if folder.is_dir() else ():
+                pid = int(p.name.split("-")[-1].split(".")[0])
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                break
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=assassin, daemon=True)
+    thread.start()
+    try:
+        result = _farm(FarmSettings(out_dir=out, core=CORE, workers=2), [rd])
+    finally:
+        stop.set()
+        thread.join()
+    assert killed, "segment 2 was never seen being written"
+    assert result.failed == () and result.retries == 1
+    report = _report(out, "late")
+    assert [s["retries"] for s in report["segments"]] == [0, 1, 0]
+    assert [s["status"] for s in report["segments"]] == ["done"] * 3
+    assert report["segments"][1]["n_frames"] > 100
+    names = sorted(p.name for p in store.segment_dir(out, "late").iterdir())
+    assert names == ["000.json", "000.mp4", "001.json", "001.mp4", "002.json", "002.mp4"]  # one each, no leftovers
+    assert probe_mp4(result.bulletins["late"]).n_video_frames == sum(s["n_frames"] for s in report["segments"])
+
+
+def test_a_killed_driver_is_resumed_without_redoing_finished_segments(tmp_path):
+    rd = _rundown(tmp_path, "hourly", [
+        {"title": "One", "text": "First story."},
+        {"title": "Two", "text": LONG},
+        {"title": "Three", "text": LONG},
+    ])
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(REPO / "main.py"), "farm", str(rd), "--out", str(out), "--workers", "1",
+           "--size", "64"]
+    driver = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    first = store.record_path(out, "hourly", 0)
+    deadline = time.monotonic() + 240
+    while not first.exists() and driver.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert first.exists(), driver.stderr.read().decode() if driver.poll() is not None else "no segment made"
+    os.kill(driver.pid, signal.SIGKILL)  # the driver only: Ray's processes must notice on their own
+    driver.wait(timeout=30)
+    made_before = first.stat().st_mtime_ns
+    assert not (out / "hourly.mp4").exists()
+
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = _report(out, "hourly")
+    statuses = [s["status"] for s in report["segments"]]
+    assert statuses[0] == "resumed" and statuses[2] == "done"
+    assert first.stat().st_mtime_ns == made_before
+    assert probe_mp4(out / "hourly.mp4").n_video_frames == sum(s["n_frames"] for s in report["segments"])
+    assert "1 reused" in proc.stderr or "2 reused" in proc.stderr
+
+
+def test_a_truncated_or_unrecorded_segment_is_never_trusted(tmp_path, default_anchor):
+    seg = tmp_path / "seg.mp4"
+    gen = render_segment(RenderRequest(out_path=seg, text="Hello there.", core=CoreSettings(size_px=64)),
+                         anchor=default_anchor)
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        n = stop.value.n_frames
+    out = tmp_path / "out"
+    store.segment_dir(out, "b").mkdir(parents=True)
+    record = store.SegmentRecord(fingerprint="f", n_frames=n, fps=25.0, node="n", device="cpu", seconds=1.0,
+                                 stage_s={})
+    attempt = store.attempt_path(out, "b", 0, "node", 1)
+    shutil.copy(seg, attempt)
+    assert store.commit(attempt, out, "b", 0, record)
+    assert store.load_done(out, "b", 0, "f").n_frames == n
+    shutil.copy(seg, attempt)
+    assert not store.commit(attempt, out, "b", 0, record)  # committed once: the second attempt is discarded
+    assert not attempt.exists()
+    assert store.load_done(out, "b", 0, "other settings") is None  # redone, and the stale files removed
+    assert not store.final_path(out, "b", 0).exists()
+
+    shutil.copy(seg, attempt)
+    store.commit(attempt, out, "b", 0, record)
+    final = store.final_path(out, "b", 0)
+    final.write_bytes(final.read_bytes()[: final.stat().st_size // 2])  # a half-written file under the final name
+    assert store.load_done(out, "b", 0, "f") is None
+    assert not final.exists() and not store.record_path(out, "b", 0).exists()

@@ -1,0 +1,67 @@
+"""The FARM tab: the open rundown rendered on a local Ray cluster from a worker thread, progress shown while the
+window keeps handling events; an unreachable cluster is one clear line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PySide6.QtCore import QTimer
+
+from studio.encode import probe_mp4
+from studio.pipeline.rundown import Segment
+from studio.pipeline.settings import CoreSettings
+from studio.ui.farm_panel import FarmPanel
+
+pytestmark = pytest.mark.qt
+
+
+def _panel(qtbot, tmp_path, segments):
+    p = FarmPanel(lambda: segments, lambda: CoreSettings(size_px=64), lambda: None, tmp_path / "farm")
+    qtbot.addWidget(p)
+    return p
+
+
+def test_the_open_rundown_renders_on_the_farm_while_the_window_stays_live(qtbot, tmp_path) -> None:
+    panel = _panel(qtbot, tmp_path, [Segment("Opening", "Good evening."), Segment("Close", "Good night.")])
+    ticks = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(panel.running))
+    timer.start(50)
+    with qtbot.waitSignal(panel.farm_finished, timeout=300_000):
+        panel.button.click()
+        assert panel.running and panel.button.text() == "Cancel"
+    timer.stop()
+    assert any(ticks), "the event loop stood still while the farm ran"
+    assert panel.bar.value() == panel.bar.maximum() == 2
+    assert "2 made" in panel.status.text()
+    assert panel.nodes.count() >= 1
+    bulletin = tmp_path / "farm" / "studio_rundown.mp4"
+    assert probe_mp4(bulletin).audio_sample_rate_hz == 48000
+    report = json.loads((tmp_path / "farm" / "studio_rundown.json").read_text())
+    assert [s["status"] for s in report["segments"]] == ["done", "done"]
+
+
+def test_an_unreachable_cluster_is_one_line(qtbot, tmp_path) -> None:
+    panel = _panel(qtbot, tmp_path, [Segment("Opening", "Good evening.")])
+    panel.remote.setChecked(True)
+    panel.address.setText("127.0.0.1:9")
+    with qtbot.waitSignal(panel.farm_finished, timeout=60_000):
+        panel.button.click()
+    assert panel.status.text().startswith("Cannot reach the Ray cluster at 127.0.0.1:9")
+    assert "\n" not in panel.status.text()
+    assert not panel.running
+
+
+def test_cancel_stops_the_run_and_says_how_to_resume(qtbot, tmp_path) -> None:
+    panel = _panel(qtbot, tmp_path, [Segment("Opening", "Good evening."), Segment("Close", "Good night.")])
+    panel.button.click()
+    worker = panel.worker
+    with qtbot.waitSignal(worker.progress, timeout=300_000):
+        pass
+    with qtbot.waitSignal(panel.farm_finished, timeout=120_000):
+        panel.button.click()
+        assert not panel.button.isEnabled()
+    assert "cancelled" in panel.status.text() and "resume" in panel.status.text()
+    assert panel.button.isEnabled() and not panel.running
+    assert not (tmp_path / "farm" / "studio_rundown.mp4").exists()
