@@ -9,7 +9,7 @@ frame; on CUDA also the GPU time of the generate and post stages per output fram
 difference full - plain.
 
     PYTHONPATH=$PWD python benchmarks/matte_graphics_cost.py --device cuda --canvas 1080 --fps 60 \
-        --json results/gpu/matte_graphics_cost.json
+        --json benchmarks/gpu/out/matte_graphics_cost.json
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Run `/usr/bin/time -v python main.py render --script SCRIPT --out OUT` in REPO; timestamp the progress lines; sample
 the python child's RSS every 2 s; stop it with SIGINT after LIMIT_S seconds (or when it ends). Writes
-measure_TAG.json beside this file.
+benchmarks/cpu/long_script_TAG.json.
 
-    python results/long_scripts/measure_render.py REPO SCRIPT OUT LIMIT_S TAG
+    python benchmarks/long_script_render.py REPO SCRIPT OUT LIMIT_S TAG
 """
 import json, os, re, signal, subprocess, sys, tempfile, threading, time
 from pathlib import Path
@@ -57,6 +57,6 @@ res = {"tag": tag, "limit_s": limit, "wall_s": round(time.monotonic() - t0, 1), 
        "first_progress_s": first_progress, "time_v_max_rss": peak.strip(), "rss_mb_samples": rss[::5],
        "rss_mb_max_sampled": max((m for _, m in rss), default=None), "load": os.getloadavg()[0],
        "render_lines": [l for l in lines if l[1].startswith("render:")], "lines_head": lines[:12], "lines_tail": lines[-30:]}
-json.dump(res, open(Path(__file__).with_name(f"measure_{tag}.json"), "w"), indent=1)
+json.dump(res, open(Path(__file__).parent / "cpu" / f"long_script_{tag}.json", "w"), indent=1)
 print(json.dumps({k: res[k] for k in ("tag", "wall_s", "first_render_line_s", "first_progress_s", "time_v_max_rss",
                                        "rss_mb_max_sampled", "load")}))
