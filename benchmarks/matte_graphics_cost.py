@@ -121,7 +121,7 @@ def main() -> None:
     from studio.presenter.renderer import resolve_device
 
     device = str(resolve_device(args.device))
-    anchor = build_anchor()
+    anchor = build_anchor(output_px=args.canvas)  # the pack the studio puts on air at this canvas
     s = CoreSettings(device=device, fps=args.fps, layout=Layout.CANVAS, canvas_height_px=args.canvas,
                      measure_baseline=False, optimizations=default_optimizations(device))
     w, h = s.output_size

@@ -43,8 +43,12 @@ from studio.enhance.rife import cache_weights
 from studio.enhance.upscale import load_span
 from studio.presenter.anchor import build_anchor
 
-build_anchor()
-build_anchor(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg")
+hopper = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
+# the packs the GPU runs put on air (the device has no MediaPipe to build them): the tests' default size, and both
+# portraits at the 1080p canvas's presenter size
+for px in (None, 1080):
+    build_anchor(output_px=px)
+    build_anchor(hopper, output_px=px)
 import torch
 rife = cache_weights()
 state = torch.load(rife, map_location="cpu", weights_only=True)

@@ -405,7 +405,8 @@ def run_bench(b: BenchSettings, json_path: Path | None = None, progress=print) -
     dev = resolve_device(b.device)
     b = replace(b, device=str(dev))
     t_start = time.perf_counter()
-    anchor = build_anchor()
+    # the pack the studio would put on air at this size (framed, with its face detail, at the presenter's size)
+    anchor = build_anchor(output_px=int(b.canvas[:-1]) if b.canvas else b.size_px)
     program = cut_program(load_program(b.program), b.seconds) if b.program else build_program(b.seconds)
     if b.save_program:
         save_program(program, b.save_program)
