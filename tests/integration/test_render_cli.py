@@ -109,7 +109,7 @@ def test_the_face_lives_in_silence(tmp_path):
         (["--text", "Hello", "--engine", "nobody"], "Unknown engine"),
         (["--text", "Hello", "--audio-engine", "nobody"], "invalid choice"),
         (["--text", "Hello", "--background", "#12345"], "not a colour"),
-        (["--text", "Hello", "--background", "/nonexistent/wall.png"], "no such image"),
+        (["--text", "Hello", "--background", "/nonexistent/wall.png"], "no such file"),
         (["--audio", "{notimage}"], "audio"),
         (["--text", "Good evening. [pause -3s] Here is the news."], "Cannot read the pause [pause -3s]"),
         (["--text", "Good evening. [pause abc] Here is the news."], "Cannot read the pause [pause abc]"),
