@@ -816,6 +816,8 @@ class Core:
         gpu_mb = torch.cuda.memory_allocated(self.device) / 2 ** 20 if self.cuda else math.nan
         extra = {k: float(v) for k, v in st.items() if isinstance(v, (int, float))}
         extra["chunk_frames"] = float(self.s.chunk_frames)
+        extra.update({k: v for k, v in first_frame_fields(self.first_frame_at_s, self._run_started_s,
+                                                           self.created_at_s).items() if v is not None})
         if self.features is not None:
             extra.update({f"features_{k}": float(v) for k, v in self.features.stats().items()})
         return TelemetrySample(
