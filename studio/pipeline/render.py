@@ -55,6 +55,9 @@ class RenderResult:
     fps: float
     audio_duration_s: float
     stage_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+    # CPU seconds per stage, the whole process (every thread): on a machine shared with other jobs the wall seconds
+    # swell with the load, these much less
+    stage_cpu_s: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
     report: object = None  # the core's CoreReport
     warnings: tuple[str, ...] = ()  # what the user should know (left-out letters, clipping, ...)
@@ -67,59 +70,82 @@ class RenderResult:
 def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = lambda: False
                    ) -> Generator[RenderProgress, None, RenderResult]:
     """Render one segment to ``req.out_path`` (see the module docstring)."""
-    from studio.encode.recorder import RecorderOutput
-    from studio.pipeline.factory import make_core
-    from studio.pipeline.motion import ProgramMotion
-    from studio.pipeline.sources import ProgramSource, item_from_audio, item_from_utterance
-    from studio.presenter.anchor import build_anchor
-
     if (req.text is None) == (req.audio_path is None):
         raise InputError("Give exactly one of --text, --script or --audio.")
     stage: dict[str, float] = {}
-    t0 = time.perf_counter()
-    if anchor is None:
-        box: list[RenderProgress] = []
-        anchor = build_anchor(req.anchor_path, progress=lambda f, m: box.append(RenderProgress("anchor", f, m)))
-        yield from box
-    stage["anchor"] = time.perf_counter() - t0
+    cpu: dict[str, float] = {}
+    c0 = time.process_time()
+    speech = _Speech(req) if req.text is not None else None  # on its own thread from now (see _Speech)
+    try:
+        from studio.encode.recorder import RecorderOutput
+        from studio.pipeline.factory import make_core
+        from studio.pipeline.motion import ProgramMotion
+        from studio.pipeline.sources import ProgramSource, item_from_audio, item_from_utterance
+        from studio.presenter.anchor import build_anchor
 
-    t0 = time.perf_counter()
-    yield RenderProgress("speech", 0.0, "synthesizing speech" if req.text is not None else "reading the audio")
+        on_air = OnAir(title=req.title)
+        t0 = time.perf_counter()
+        if anchor is None:
+            box: list[RenderProgress] = []
+            anchor = build_anchor(req.anchor_path,
+                                  progress=lambda f, m: box.append(RenderProgress("anchor", f, m)))
+            yield from box
+        stage["anchor"] = time.perf_counter() - t0
+
+        warnings: tuple[str, ...] = ()
+        item = None
+        if speech is None:
+            t0 = time.perf_counter()
+            yield RenderProgress("speech", 0.0, "reading the audio")
+            from studio.audio.io import load_audio
+
+            box2: list[RenderProgress] = []
+            decoded = load_audio(req.audio_path, progress=lambda f, m: box2.append(RenderProgress("audio", f, m)))
+            yield from box2[-1:]
+            warnings = tuple(decoded.warnings)
+            item = item_from_audio(decoded.program_48k, 48000, decoded.analysis_16k, on_air)
+            stage["speech"] = time.perf_counter() - t0
+        if abort():
+            raise StudioError("Render cancelled.")
+
+        t0 = time.perf_counter()
+        s = req.core
+        source = ProgramSource([item] if item is not None else [])
+        motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
+        recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
+                                  settings=_render_encode_settings(s))
+        style = None
+        if s.layout is Layout.CANVAS and req.canvas_background is not None:
+            from studio.pipeline.post import CanvasStyle
+
+            style = CanvasStyle(background_image=req.canvas_background)
+        core = make_core(source, motion, s, anchor, [recorder, *req.streams], weights_dir=req.weights_dir,
+                         canvas_style=style)
+        stage["setup"] = time.perf_counter() - t0
+    except BaseException:
+        if speech is not None:
+            speech.thread.join()
+        raise
     utt: Utterance | None = None
-    on_air = OnAir(title=req.title)
-    warnings: tuple[str, ...] = ()
-    if req.text is not None:
-        from studio.speech import synthesize
-
-        utt = synthesize(req.text, req.voice, sample_rate_hz=48000)
+    if speech is not None:
+        t0 = time.perf_counter()
+        yield RenderProgress("speech", 0.0, "synthesizing speech")
+        try:
+            utt = speech.result()
+        except BaseException:
+            recorder.abort()
+            core.pool.close()
+            raise
         warnings = tuple(getattr(utt, "warnings", ()))
-        item = item_from_utterance(utt, on_air)
-    else:
-        from studio.audio.io import load_audio
-
-        box2: list[RenderProgress] = []
-        decoded = load_audio(req.audio_path, progress=lambda f, m: box2.append(RenderProgress("audio", f, m)))
-        yield from box2[-1:]
-        warnings = tuple(decoded.warnings)
-        item = item_from_audio(decoded.program_48k, 48000, decoded.analysis_16k, on_air)
-    stage["speech"] = time.perf_counter() - t0
+        source.queue(item_from_utterance(utt, on_air))
+        stage["speech"] = speech.wall_s  # on its own thread, beside the anchor and the setup
+        stage["speech_wait"] = time.perf_counter() - t0  # what it added after them
+    cpu["prepare"] = time.process_time() - c0  # anchor, speech and setup (the speech overlaps the other two)
+    c0 = time.process_time()
     if abort():
+        recorder.abort()
+        core.pool.close()
         raise StudioError("Render cancelled.")
-
-    t0 = time.perf_counter()
-    s = req.core
-    source = ProgramSource([item])
-    motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
-    recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
-                              settings=_render_encode_settings(s))
-    style = None
-    if s.layout is Layout.CANVAS and req.canvas_background is not None:
-        from studio.pipeline.post import CanvasStyle
-
-        style = CanvasStyle(background_image=req.canvas_background)
-    core = make_core(source, motion, s, anchor, [recorder, *req.streams], weights_dir=req.weights_dir,
-                     canvas_style=style)
-    stage["setup"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     stop = threading.Event()
@@ -165,13 +191,44 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         core.pool.close()
         raise
     stage["render"] = time.perf_counter() - t0
+    cpu["render"] = time.process_time() - c0
     report = core._last_report
     core.pool.close()
     if req.timings_path is not None and utt is not None:
         write_timings(req.timings_path, utt)
     n = source.total_slots
     return RenderResult(out_path=out, n_frames=n, fps=s.fps, audio_duration_s=n / s.fps, stage_s=stage,
-                        device=s.device, report=report, warnings=warnings)
+                        device=s.device, report=report, warnings=warnings, stage_cpu_s=cpu)
+
+
+class _Speech:
+    """The script's speech, synthesized on a worker thread from the start of the render: the text-to-speech model
+    loads and speaks while the anchor loads and the core opens the renderer's models (on two cores they take turns
+    instead of waiting for each other). ``result()`` waits for it and raises what it raised."""
+
+    def __init__(self, req: RenderRequest) -> None:
+        self._req = req
+        self._box: dict = {}
+        self.wall_s = 0.0
+        self.thread = threading.Thread(target=self._run, name="render-speech", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from studio.speech import synthesize
+
+        t0 = time.perf_counter()
+        try:
+            self._box["utt"] = synthesize(self._req.text, self._req.voice, sample_rate_hz=48000)
+        except BaseException as exc:  # handed to the generator, which raises it
+            self._box["error"] = exc
+        finally:
+            self.wall_s = time.perf_counter() - t0
+
+    def result(self) -> Utterance:
+        self.thread.join()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["utt"]
 
 
 def _render_encode_settings(s: CoreSettings):
