@@ -58,7 +58,7 @@ case $SUITE in
   dit)
     step dit_parts 560 python3 benchmarks/gpu/dit_parts.py --program $PROGRAM --json "$O/dit_parts.json" ;;
   dit-row)
-    step leaderboard_dit 585 $LB --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json "$O/leaderboard_dit.json" ;;
+    step leaderboard_dit 585 $LB --repeats 1 --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json "$O/leaderboard_dit.json" ;;
   startup)
     FRESH=/tmp/startup_home
     rm -rf "$FRESH" && mkdir -p "$FRESH" && cp -r .gpu_home/. "$FRESH"/ && rm -rf "$FRESH/cache/inductor"
