@@ -113,7 +113,8 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--size", type=int, help="square presenter size (default: 384 on CPU, 1080 on CUDA)")
     b.add_argument("--canvas", choices=["720p", "1080p"], help="bench a 16:9 canvas instead of the square")
     b.add_argument("--fps", type=float, help="output frame rate (default: 30 on CPU, 60 on CUDA)")
-    b.add_argument("--repeats", type=int, help="runs of each configuration; medians are reported (default 3)")
+    b.add_argument("--repeats", type=int, help="runs of each configuration; medians are reported (default 3; "
+                                               "--leaderboard on a CPU: 1)")
     b.add_argument("--engine", default="builtin", help="the engine to bench (default builtin)")
     b.add_argument("--program", type=Path, help="a saved program (.npz) instead of text-to-speech")
     b.add_argument("--save-program", type=Path, help="save the program used (.npz) for machines without TTS")
