@@ -136,7 +136,8 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--size", type=int, help="square presenter size (default: 384 on CPU, 1080 on CUDA)")
     b.add_argument("--canvas", choices=["720p", "1080p"], help="bench a 16:9 canvas instead of the square")
     b.add_argument("--fps", type=float, help="output frame rate (default: 30 on CPU, 60 on CUDA)")
-    b.add_argument("--repeats", type=int, help="runs of each configuration; medians are reported (default 3)")
+    b.add_argument("--repeats", type=int, help="runs of each configuration; medians are reported (default 3; "
+                                               "--leaderboard on a CPU: 1)")
     b.add_argument("--engine", default="builtin", help="the engine to bench (default builtin)")
     b.add_argument("--program", type=Path, help="a saved program (.npz) instead of text-to-speech")
     b.add_argument("--save-program", type=Path, help="save the program used (.npz) for machines without TTS")
@@ -325,6 +326,11 @@ def _cmd_render(args: argparse.Namespace) -> int:
                             audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
                             canvas_background=style.background_image, canvas_style=style, streams=streams,
                             stream_pace=args.stream_pace == "on")
+        import time
+
+        from studio import startup
+
+        before_s, before_cpu_s = startup.since_start_s(), time.process_time()  # imports and checks
         show = _stderr_progress()
         gen = render_segment(req)
         try:
@@ -336,7 +342,6 @@ def _cmd_render(args: argparse.Namespace) -> int:
     # result.warnings were logged where they arose, and the console log handler has shown them once already
     rtf = result.real_time_factors()
     rep = result.report
-    from studio import startup
     from studio.pipeline.factory import optimization_labels
 
     ff = rep.first_frame_from_command_s
@@ -344,9 +349,13 @@ def _cmd_render(args: argparse.Namespace) -> int:
         f"wrote {result.out_path} ({result.n_frames} frames, {result.audio_duration_s:.2f} s, device {result.device}, "
         f"engine {core.engine}, optimizations {','.join(optimization_labels(rep.optimizations, core.device)) or 'none'}"
         f"; first frame {f'{ff:.2f} s' if ff is not None else '-'} after the command's start"
-        f" ({rep.first_frame_from_core_s or 0:.2f} s after the core's), done {startup.since_start_s():.2f} s after it)\n"
+        f" ({rep.first_frame_from_core_s or 0:.2f} s after the core's), "
+        f"done {startup.since_start_s():.2f} s after it)\n"
         + "stage seconds (real-time factor): "
-        + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items()) + "\n")
+        + f"startup {before_s:.2f} s ({before_s / max(result.audio_duration_s, 1e-9):.3f}), "
+        + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items()) + "\n"
+        + f"stage CPU seconds (the process, every thread): startup {before_cpu_s:.2f} s, "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in result.stage_cpu_s.items()) + "\n")
     return EXIT_OK
 
 

@@ -48,7 +48,7 @@ step() {  # step NAME MAXSECONDS CMD...: CMD under timeout min(MAXSECONDS, time 
 nvidia-smi -L
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
 PROGRAM=.gpu_home/bench_program.npz
-LB="python3 main.py bench --leaderboard --device cuda --fps 60 --seconds 1 --program $PROGRAM"
+LB="python3 main.py bench --leaderboard --device cuda --fps 60 --seconds 1 --shares --program $PROGRAM"
 case $SUITE in
   core)
     step ablation_1080p60 300 python3 main.py bench --device cuda --canvas 1080p --fps 60 --seconds 4 --repeats 3 \
@@ -58,7 +58,7 @@ case $SUITE in
   dit)
     step dit_parts 560 python3 benchmarks/gpu/dit_parts.py --program $PROGRAM --json "$O/dit_parts.json" ;;
   dit-row)
-    step leaderboard_dit 585 $LB --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json "$O/leaderboard_dit.json" ;;
+    step leaderboard_dit 585 $LB --repeats 1 --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json "$O/leaderboard_dit.json" ;;
   startup)
     FRESH=/tmp/startup_home
     rm -rf "$FRESH" && mkdir -p "$FRESH" && cp -r .gpu_home/. "$FRESH"/ && rm -rf "$FRESH/cache/inductor"

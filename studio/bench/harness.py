@@ -193,10 +193,11 @@ def _cold_audio_cache() -> None:
 
 
 def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozenset[Optimization], tmp: Path,
-               keep_core: bool = False, forms: dict | None = None):
+               keep_core: bool = False, forms: dict | None = None, stop=None):
     """One run of the core over the program; returns its CoreReport and the motion source's stats (and the core,
     its generators still open, with ``keep_core``: the caller closes ``core.pool``). ``forms``: generator forms
-    kept between runs (``make_core``)."""
+    kept between runs (``make_core``). ``stop``: a threading.Event that ends the run early (the report says
+    "stopped")."""
     from studio.pipeline.factory import make_core
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.sources import ProgramSource
@@ -215,7 +216,7 @@ def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozens
     core = make_core(ProgramSource(_items(program)), motion, s, anchor, [out], on_air=False, forms=forms)
     core.warm()
     try:
-        report = core.run()
+        report = core.run(stop)
     finally:
         if not keep_core:
             core.pool.close()

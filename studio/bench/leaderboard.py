@@ -4,9 +4,10 @@ time per output frame at 1080p output (the 16:9 canvas), each through the same c
 Each engine is measured within a fixed budget (``LeaderboardBudget``: a fixed number of output frames a run and a
 fixed number of runs), on the bench's program (the default rundown with the station ident between stories, cut to
 those frames):
-- probe: one short run with every optimization on (the engine's load and warm-up); its time per frame gives the
-  row's estimate, and on a device with a time budget (the CPU's default: about five minutes) a row whose estimate
-  does not fit in what is left is listed with that estimate and the reason instead of a time;
+- probe: one frame with every optimization on and one plain, each twice (the engine's load and warm-up, then
+  timed); its time per frame gives the row's estimate, and on a device with a time budget (the CPU's default: about
+  five minutes) a row whose estimate does not fit in what is left is listed with that estimate and the reason
+  instead of a time;
 - plain: the core with no optimization (the engine at its native size, every frame generated, no caches);
 - optimized: every optimization that applies on this device (the HUD's pills), interleaved with the plain runs;
 - with ``shares`` only: all but one, for each optimization that is on (what that one saves in company,
@@ -84,10 +85,12 @@ class LeaderboardBudget:
 
 
 def budget_for(device: str) -> LeaderboardBudget:
-    """The CPU's default run takes what fits in about five minutes; on CUDA 1 s at 60 fps, three runs, no limit."""
+    """The CPU's default run takes what fits in about five minutes: 8 frames, one plain and one optimized run an
+    engine (MuseTalk 1.5's one-frame probe is ~10 s a frame here: two runs fit beside the others, four do not); on
+    CUDA 1 s at 60 fps, three runs each, no limit."""
     if device.startswith("cuda"):
         return LeaderboardBudget(frames=60, repeats=3, budget_s=0.0)
-    return LeaderboardBudget()
+    return LeaderboardBudget(repeats=1)
 
 
 def runs_per_row(budget: LeaderboardBudget, n_flags: int) -> int:
@@ -149,7 +152,7 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
     # window engines (a DiT makes 81 frames at a time) run whole windows: up to 81 keyframes at the key stride
     full = load_program(b.program) if b.program else build_program(max(seconds, 6.0) if cuda else seconds)
     program = cut_program(full, seconds)
-    probe = cut_program(program, 2 / b.fps)
+    probe = cut_program(program, 1 / b.fps)
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix="leaderboard_"))
@@ -186,6 +189,11 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
                     board.save()
                     continue
             bb = replace(b, engine=name, native_px=native)
+            if budget.budget_s and time.perf_counter() - t_start >= budget.budget_s:  # not even time for its probe
+                row.update(status="over budget", reason=f"the {budget.budget_s:.0f}-s budget was spent before this "
+                                                        f"engine: measure it alone with --engines {name}")
+                board.save()
+                continue
             row.update(status="measuring", reason="")
 
             def step(k: int, m: int, left_s: float, _i=i, _row=row) -> None:
@@ -196,20 +204,9 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
                          f"{left_s:.0f} s left in this engine; {elapsed:.0f} s elapsed"
                          + (f" of a {budget.budget_s:.0f}-s budget" if budget.budget_s else ""))
 
-            def fits(estimate_s: float, probe_ms: float, _row=row) -> bool:
-                _row["estimate_s"] = round(estimate_s, 1)
-                _row["probe_ms_per_frame"] = probe_ms
-                left = budget.budget_s - (time.perf_counter() - t_start)
-                if not budget.budget_s or estimate_s <= left:
-                    return True
-                _row.update(status="over budget",
-                            reason=f"about {estimate_s:.0f} s to measure here (probe: {probe_ms:.0f} ms a frame), "
-                                   f"{max(0.0, left):.0f} s of the {budget.budget_s:.0f}-s budget left: measure it "
-                                   f"alone with --engines {name} (or --budget-s 0)")
-                return False
-
             try:
-                runs = _measure(anchor, program, probe, bb, all_opts, tmp, cuda, budget, fits, step,
+                runs = _measure(anchor, program, probe, bb, all_opts, tmp, cuda, budget,
+                                _Fit(row, name, budget, t_start), step,
                                 minus_one and budget.shares, with_plain, full)
             except Exception as exc:  # an engine that fails here is listed with its error, and the others still run
                 log.exception("leaderboard: %s failed", name)
@@ -254,6 +251,53 @@ def run_leaderboard(b, json_path: Path | None = None, progress=print, engines: t
             sys.stderr.write(f" -. {r['label']}: {r['status']} ({r['reason']})\n")
     sys.stderr.write(f"leaderboard: {len(measured)} of {len(rows)} engines measured in {wall_s:.0f} s\n")
     return 0
+
+
+class _Fit:
+    """Whether a row's measured runs fit in what is left of the budget; a row that does not (or whose probe alone
+    outlasted it) says so, with its estimate and what to run instead."""
+
+    def __init__(self, row: dict, name: str, budget: LeaderboardBudget, t_start: float) -> None:
+        self.row, self.name, self.budget, self.t_start = row, name, budget, t_start
+
+    def left_s(self) -> float:
+        if not self.budget.budget_s:
+            return math.inf
+        return self.budget.budget_s - (time.perf_counter() - self.t_start)
+
+    def __call__(self, estimate_s: float, probe_ms: float) -> bool:
+        self.row["estimate_s"] = round(estimate_s, 1)
+        self.row["probe_ms_per_frame"] = probe_ms
+        left = self.left_s()
+        if estimate_s <= left:
+            return True
+        self.row.update(status="over budget",
+                        reason=f"about {estimate_s:.0f} s to measure here (probe: {probe_ms:.0f} ms a frame), "
+                               f"{max(0.0, left):.0f} s of the {self.budget.budget_s:.0f}-s budget left: measure it "
+                               f"alone with --engines {self.name} (or --budget-s 0)")
+        return False
+
+    def probe_stopped(self) -> None:
+        self.row.update(status="over budget",
+                        reason=f"its probe (one frame, load and warm-up) alone outlasted what was left of the "
+                               f"{self.budget.budget_s:.0f}-s budget: measure it alone with --engines {self.name}")
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float):
+    """An Event set after ``seconds`` (never, when infinite), for ``run_config``'s ``stop``."""
+    import threading
+
+    stop = threading.Event()
+    timer = threading.Timer(max(0.0, seconds), stop.set) if math.isfinite(seconds) else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        yield stop
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _fill_row(row: dict, runs: dict, b, cuda: bool) -> None:
@@ -311,8 +355,8 @@ def _row_line(row: dict, runs: dict) -> str:
 
 def _measure(anchor, program, probe, b, all_opts, tmp, cuda: bool, budget: LeaderboardBudget, fits, step,
              minus_one: bool = False, with_plain: bool = True, full=None) -> dict | None:
-    """Runs of one engine: the probe (two frames with every flag on, and two plain: load and warm-up), then - when
-    ``fits`` accepts the
+    """Runs of one engine: the probe (one frame with every flag on and one plain, each twice: load and warm-up,
+    then timed), then - when ``fits`` accepts the
     estimate it gives - plain and optimized ``budget.repeats`` times each, interleaved; with ``minus_one`` all-but-one
     for each flag on, a third optimized run, and the set without the flags it ran faster without. None: the row did
     not fit. An engine that generates whole windows (one batch size: a DiT's 81 frames) runs programs of whole
@@ -357,14 +401,21 @@ def _measure(anchor, program, probe, b, all_opts, tmp, cuda: bool, budget: Leade
             done["s_per_run"] += (time.perf_counter() - t0 - done["s_per_run"]) / done["runs"]
             return rep, None, feats
 
-        # the probe: the optimized form opened and warmed on two frames, and the plain one where the row runs it (so
-        # that no measured run pays for opening a form); the slower of the two per frame makes the estimate
+        # the probe: the optimized form opened and warmed on the probe's frames, and the plain one where the row runs
+        # it (so that no measured run pays for opening a form), then each timed once more (the first call's one-off
+        # costs left out); the slower of the two per frame makes the estimate
         per_frame_s, overhead_s = 0.0, 0.0
-        for flags in ([opts, frozenset()] if with_plain else [opts]):
-            t0 = time.perf_counter()
-            rep, _ = run_config(anchor, program_for(flags, probe), b, flags, tmp, forms=forms)
-            per_frame_s = max(per_frame_s, rep.wall_s / max(1, rep.frames_produced))
-            overhead_s = max(overhead_s, time.perf_counter() - t0 - rep.wall_s)
+        with _deadline(fits.left_s()) as stop:  # a probe that outlasts the budget left is stopped: the row is over
+            probes = [opts, frozenset()] if with_plain else [opts]
+            for i, flags in enumerate(probes * 2):
+                t0 = time.perf_counter()
+                rep, _ = run_config(anchor, program_for(flags, probe), b, flags, tmp, forms=forms, stop=stop)
+                if stop.is_set():
+                    fits.probe_stopped()
+                    return None
+                if i >= len(probes):  # the second round: warm
+                    per_frame_s = max(per_frame_s, rep.wall_s / max(1, rep.frames_produced))
+                    overhead_s = max(overhead_s, time.perf_counter() - t0 - rep.wall_s)
         frames_a_run = max(_frames_of(program_for(f), b.fps) for f in set(plan) | {opts})
         estimate = row_estimate_s(per_frame_s, frames_a_run, n_runs, overhead_s / 2)
         done["s_per_run"] = estimate / max(1, n_runs)

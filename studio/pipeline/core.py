@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from studio import startup
 from studio.errors import RenderError, StudioError
 from studio.contracts import Chunk, InterpolationKind, MotionSource, Output, Pacing, ProgramFormat, Source
 from studio.pipeline.pool import GeneratorPool, compiled_engine_note
@@ -84,16 +85,6 @@ class CoreReport:
     first_frame_s: float | None = None
     first_frame_from_core_s: float | None = None
     first_frame_from_command_s: float | None = None
-
-
-def first_frame_fields(at_s: float | None, run_s: float, core_s: float) -> dict[str, float | None]:
-    """CoreReport's time-to-first-frame fields from perf_counter() readings."""
-    from studio import startup
-
-    if at_s is None:
-        return {}
-    return {"first_frame_s": at_s - run_s, "first_frame_from_core_s": at_s - core_s,
-            "first_frame_from_command_s": startup.since_start_s(at_s)}
 
 
 class _Queue:
@@ -532,6 +523,7 @@ class Core:
         gpu_mb = torch.cuda.memory_allocated(self.device) / 2 ** 20 if self.cuda else math.nan
         extra = {k: float(v) for k, v in st.items() if isinstance(v, (int, float))}
         extra["chunk_frames"] = float(self.s.chunk_frames)
+        extra.update(startup.first_frame_fields(self.first_frame_at_s, self._run_started_s, self.created_at_s))
         if self.features is not None:
             extra.update({f"features_{k}": float(v) for k, v in self.features.stats().items()})
         return TelemetrySample(
@@ -599,7 +591,8 @@ class Core:
             frames_full=self.frames_full, frames_interpolated=self.frames_interpolated,
             frames_fallback=self.frames_fallback, silent_frames=self.silent_frames,
             gpu_mem_peak_mb=torch.cuda.max_memory_allocated(self.device) / 2 ** 20 if self.cuda else 0.0,
-            stop_reason=reason, **first_frame_fields(self.first_frame_at_s, self._run_started_s, self.created_at_s))
+            stop_reason=reason,
+            **startup.first_frame_fields(self.first_frame_at_s, self._run_started_s, self.created_at_s))
 
     def _run_async(self, stop: threading.Event) -> None:
         depth = max(1, self.s.queue_depth)

@@ -58,6 +58,9 @@ class RenderResult:
     fps: float
     audio_duration_s: float
     stage_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+    # CPU seconds per stage, the whole process (every thread): on a machine shared with other jobs the wall seconds
+    # swell with the load, these much less
+    stage_cpu_s: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
     report: object = None  # the core's CoreReport
     warnings: tuple[str, ...] = ()  # what the user should know (left-out letters, clipping, ...)
@@ -107,6 +110,8 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     if (req.text is None) == (req.audio_path is None):
         raise InputError("Give exactly one of --text, --script or --audio.")
     stage: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    c0 = time.process_time()
     t0 = time.perf_counter()
     if anchor is None:
         anchor = yield from _anchor_with_progress(req, presenter_px(req.core))
@@ -139,6 +144,8 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         item = item_from_audio(decoded.program_48k, 48000, decoded.analysis_16k, on_air)
     stage["speech"] = time.perf_counter() - t0
     if abort():
+        if feed is not None:
+            feed.cancel()
         raise StudioError("Render cancelled.")
 
     t0 = time.perf_counter()
@@ -168,6 +175,8 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         warnings = (*warnings, matte.note)
     _open_outputs(core, [recorder, *req.streams])
     stage["setup"] = time.perf_counter() - t0
+    cpu["prepare"] = time.process_time() - c0  # the anchor, the first speech and the setup
+    c0 = time.process_time()
 
     t0 = time.perf_counter()
     stop = threading.Event()
@@ -227,13 +236,14 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         core.pool.close()
         raise
     stage["render"] = time.perf_counter() - t0
+    cpu["render"] = time.process_time() - c0
     report = core._last_report
     core.pool.close()
     n = source.total_slots
     if req.timings_path is not None and feed is not None:
         feed.write_timings(req.timings_path, n / s.fps)
     return RenderResult(out_path=out, n_frames=n, fps=s.fps, audio_duration_s=n / s.fps, stage_s=stage,
-                        device=s.device, report=report, warnings=warnings)
+                        device=s.device, report=report, warnings=warnings, stage_cpu_s=cpu)
 
 
 def _render_progress(source, feed) -> tuple[float, str]:

@@ -125,6 +125,14 @@ class ProgramSource(Source):
 
     # scheduling (any thread)
 
+    def queue(self, item: ProgramItem) -> None:
+        """Add ``item`` before the source opens (placed with the others at ``open``: a render whose speech arrives
+        after its core was made)."""
+        with self._cv:
+            if self.fmt is not None:
+                raise RuntimeError("ProgramSource.queue: the source is open; schedule() the item instead")
+            self._pending.append(item)
+
     def open(self, fmt: ProgramFormat) -> None:
         first_open = self.fmt is None
         super().open(fmt)

@@ -151,7 +151,8 @@ class HudStrip(QFrame):
         self.status.setText(f"{s.frames_produced} frames made · {s.frames_dropped} slots skipped by the core · "
                             f"ms per chunk: {stages or '—'}"
                             + (f" · queues {queues}" if queues else "")
-                            + (f" · GPU {s.gpu_mem_mb:.0f} MB" if math.isfinite(s.gpu_mem_mb) else ""))
+                            + (f" · GPU {s.gpu_mem_mb:.0f} MB" if math.isfinite(s.gpu_mem_mb) else "")
+                            + _first_frame(s.extra))
         c = s.compute
         self.ribbon.setText(ribbon_text(c))
         self.detail.setText(ribbon_detail(c))
@@ -184,6 +185,16 @@ class HudStrip(QFrame):
             b.setToolTip(f"{WHAT[opt]}\n{pill_text(sh)}" + (f" — {why}" if why else "")
                          + ("" if sh.status is OptimizationStatus.UNAVAILABLE else "\nClick to turn it "
                             + ("off." if sh.status is OptimizationStatus.ACTIVE else "on.")))
+
+
+def _first_frame(extra: dict) -> str:
+    """The time to the first program frame: from the studio's start, and from its core's (a new core after a format
+    change starts its own count)."""
+    if "first_frame_from_command_s" not in extra:
+        return ""
+    core = extra.get("first_frame_from_core_s")
+    return (f" · first frame {extra['first_frame_from_command_s']:.1f} s after start"
+            + (f" ({core:.1f} s after the core's)" if core is not None else ""))
 
 
 def ribbon_text(c) -> str:

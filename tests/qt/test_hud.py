@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from PySide6.QtCore import Qt
@@ -55,6 +56,10 @@ def test_strip_shows_the_core_sample(window) -> None:
     assert "10.0 of 40.0 ms per frame" in strip.detail.text()
     assert "plain chunks interleaved" in strip.ribbon.toolTip()
     assert "7 slots skipped by the core" in strip.status.text() and "generate 41.2" in strip.status.text()
+    assert "first frame" not in strip.status.text()  # none written yet in this sample
+    bus.publish(replace(known_sample(), taken_s=1.5, extra={"first_frame_from_command_s": 4.25}))
+    strip.refresh()
+    assert "first frame 4.2 s after start" in strip.status.text()
     p = strip.pills
     assert p[Optimization.PYRAMIDAL].text() == "pyramidal: 50%" and p[Optimization.PYRAMIDAL].isChecked()
     assert p[Optimization.SILENCE_SIEVE].text() == "sieve: off" and not p[Optimization.SILENCE_SIEVE].isChecked()
@@ -78,7 +83,8 @@ def test_the_ribbon_says_measuring_until_its_pairs_are_in_then_the_median_and_it
         strip.refresh()
 
     show(3)
-    assert strip.ribbon.text() == "measuring compute saved…" and strip.detail.text().startswith("3 of 5 baseline pairs")
+    assert strip.ribbon.text() == "measuring compute saved…"
+    assert strip.detail.text().startswith("3 of 5 baseline pairs")
     show(12)
     assert strip.ribbon.text() == "31% compute saved"
     assert strip.detail.text().startswith("28 to 35 % (90 %), last 12 baseline pairs; 11.0 of 16.0 ms per frame")

@@ -188,3 +188,13 @@ def test_a_new_frame_is_shown_on_the_runtimes_wake_up_not_at_the_next_tick(windo
         qtbot.waitUntil(lambda: w._last_frame_index != first, timeout=10000)  # and the next ones, tick-less
     finally:
         w.timer.start(TICK_MS)
+
+
+def test_the_keyframes_pill_and_the_keyframe_field_agree(qtbot, window: MainWindow) -> None:
+    from studio.pipeline.settings import Optimization
+
+    window._toggle_optimization(Optimization.FRAME_INTERPOLATION, False)
+    assert "generated per second" not in window.format_panel.keys.currentText()
+    window._toggle_optimization(Optimization.FRAME_INTERPOLATION, True)
+    field = window.format_panel.keys
+    assert field.currentData() == 1 or "generated per second" in field.currentText()

@@ -5,6 +5,7 @@ fit an 80 GB GPU), and every form is closed when the row ends."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -52,11 +53,19 @@ def test_a_row_builds_each_form_once_and_closes_them_at_its_end(probe, default_a
     b = BenchSettings(device="cpu", seconds=0.5, size_px=64, fps=25.0, repeats=1, engine=ENGINE)
     budget = LeaderboardBudget(frames=12, repeats=2, budget_s=0.0)
     steps = []
+
+    class Fits:
+        def __call__(self, est, ms):
+            return est > 0 and ms > 0
+
+        def left_s(self):
+            return math.inf
+
     runs = _measure(default_anchor, program, program[:1], b, "cpu", tmp_path, False, budget,
-                    fits=lambda est, ms: est > 0 and ms > 0, step=lambda k, m, left: steps.append((k, m)))
+                    fits=Fits(), step=lambda k, m, left: steps.append((k, m)))
     assert len(runs["plain"]) == 2 and len(runs["optimized"]) == 2  # a third brackets all-but-one runs only
     assert all(r[1] is None for r in runs["plain"] + runs["optimized"])  # no run keeps its core
-    assert probe["run"] == 6  # the probe (optimized, plain), then plain and optimized interleaved, twice
+    assert probe["run"] == 8  # the probe (optimized, plain; twice), then plain and optimized interleaved, twice
     assert steps == [(1, 4), (2, 4), (3, 4), (4, 4)]  # each measured run announced, with the row's count
     # the probe opens the optimized (pyramidal) form, then the plain one; the measured runs reuse them
     assert [run for run, _ in probe["opened"]] == [1, 2]
@@ -75,7 +84,7 @@ def _fake_runs(monkeypatch, base_ms: dict[str, float] | None = None) -> list:
 
     calls = []
 
-    def fake_run_config(anchor, program, b, flags, tmp, keep_core=False, forms=None):
+    def fake_run_config(anchor, program, b, flags, tmp, keep_core=False, forms=None, stop=None):
         calls.append(frozenset(flags))
         ms = (base_ms or {}).get(b.engine, 10.0) - 2.0 * (O.PYRAMIDAL in flags) + 3.0 * (O.ASYNC_PIPELINE in flags)
         rep = SimpleNamespace(ms_per_frame=ms, frames_produced=25, frames_full=25, frames_interpolated=0,
@@ -170,7 +179,7 @@ def test_without_shares_an_engine_gets_only_its_probe_and_its_plain_and_optimize
     budget = leaderboard.LeaderboardBudget(frames=25, repeats=3, budget_s=0.0)
     assert leaderboard.run_leaderboard(_tiny(tmp_path), tmp_path / "lb.json", progress=lambda m: None,
                                        engines=("builtin",), budget=budget) == 0
-    assert len(calls) == 2 + 2 * 3 and calls[2] == calls[1] == frozenset() and calls[3] == calls[0]  # interleaved
+    assert len(calls) == 4 + 2 * 3 and calls[4] == calls[3] == frozenset() and calls[5] == calls[0]  # interleaved
     row = json.loads((tmp_path / "lb.json").read_text())["rows"][0]
     assert row["saved_share"] == {} and "--shares" in row["shares_note"]
     assert row["repeats"] == {"plain": 3, "optimized": 3}
@@ -210,13 +219,14 @@ def test_an_engine_whose_estimate_does_not_fit_the_budget_is_listed_with_it(monk
 
     calls = _fake_runs(monkeypatch)
     monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: tmp_path / "last.json")
-    budget = leaderboard.LeaderboardBudget(frames=25, repeats=2, budget_s=1e-9)
+    monkeypatch.setattr(leaderboard, "row_estimate_s", lambda *a: 1e9)  # a row that needs more than any budget
+    budget = leaderboard.LeaderboardBudget(frames=25, repeats=2, budget_s=1e6)
     assert leaderboard.run_leaderboard(_tiny(tmp_path), tmp_path / "lb.json", progress=lambda m: None,
                                        engines=("builtin",), budget=budget) == 0
     row = json.loads((tmp_path / "lb.json").read_text())["rows"][0]
     assert row["status"] == "over budget" and "--engines builtin" in row["reason"]
     assert row["estimate_s"] > 0 and row["probe_ms_per_frame"] == pytest.approx(11.0)  # every flag on
-    assert len(calls) == 2  # the probe only (optimized and plain)
+    assert len(calls) == 4  # the probe only (optimized and plain, each twice)
 
 
 def test_a_row_estimate_counts_every_run_of_the_row():
@@ -225,3 +235,59 @@ def test_a_row_estimate_counts_every_run_of_the_row():
     assert runs_per_row(LeaderboardBudget(repeats=2), 5) == 4
     assert runs_per_row(LeaderboardBudget(repeats=2, shares=True), 5) == 4 + 5 + 2
     assert row_estimate_s(0.1, 8, 4, 0.5) == pytest.approx(4 * (0.8 + 0.5))
+
+
+def test_once_the_budget_is_spent_the_engines_left_are_listed_without_a_probe(monkeypatch, tmp_path):
+    from studio.bench import leaderboard
+
+    calls = _fake_runs(monkeypatch)
+    monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: tmp_path / "last.json")
+    budget = leaderboard.LeaderboardBudget(frames=25, repeats=1, budget_s=1e-9)
+    assert leaderboard.run_leaderboard(_tiny(tmp_path), tmp_path / "lb.json", progress=lambda m: None,
+                                       engines=("builtin", "wav2lip"), budget=budget) == 0
+    rows = {r["engine"]: r for r in json.loads((tmp_path / "lb.json").read_text())["rows"]}
+    assert rows["builtin"]["status"] == rows["wav2lip"]["status"] == "over budget"
+    assert "budget was spent" in rows["builtin"]["reason"] and "--engines wav2lip" in rows["wav2lip"]["reason"]
+    assert calls == []
+
+
+def test_a_probe_that_outlasts_the_budget_left_is_stopped_and_the_row_says_so(monkeypatch, tmp_path):
+    """The probe runs under a deadline (what is left of the budget): stopped there, the row is over budget without
+    an estimate and the run goes on to the next engine."""
+    import contextlib
+    import threading
+
+    from studio.bench import harness, leaderboard
+
+    calls = _fake_runs(monkeypatch)
+    fake = harness.run_config
+    stops = []
+
+    def watched(*args, stop=None, **kwargs):
+        stops.append(stop)
+        return fake(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def passed(seconds):  # the deadline has passed by the end of the probe's first run
+        ev = threading.Event()
+        ev.set()
+        yield ev
+
+    monkeypatch.setattr(harness, "run_config", watched)
+    monkeypatch.setattr(leaderboard, "_deadline", passed)
+    monkeypatch.setattr(leaderboard, "_leaderboard_file", lambda: tmp_path / "last.json")
+    budget = leaderboard.LeaderboardBudget(frames=25, repeats=1, budget_s=1e6)
+    assert leaderboard.run_leaderboard(_tiny(tmp_path), tmp_path / "lb.json", progress=lambda m: None,
+                                       engines=("builtin", "wav2lip"), budget=budget) == 0
+    rows = json.loads((tmp_path / "lb.json").read_text())["rows"]
+    assert [r["status"] for r in rows] == ["over budget"] * 2 and all("probe" in r["reason"] for r in rows)
+    assert len(calls) == 2 and all(st is not None for st in stops)  # one probe run each, under the deadline
+
+
+def test_the_deadline_fires_after_its_seconds_and_never_when_there_is_no_budget():
+    from studio.bench.leaderboard import _deadline
+
+    with _deadline(0.0) as stop:
+        assert stop.wait(10.0)
+    with _deadline(math.inf) as stop:
+        assert not stop.is_set()

@@ -618,3 +618,15 @@ def test_the_preview_wakes_its_listener_when_a_new_frame_is_the_latest() -> None
         assert woken == [7]
     finally:
         preview.close()
+
+
+def test_an_item_queued_before_the_source_opens_is_placed_at_open_as_if_given_at_creation() -> None:
+    """A render makes its core before its speech is ready (the speech is synthesized meanwhile) and queues the item
+    then: the program is the same as with the item given up front; queueing into an open source is refused."""
+    given, queued = ProgramSource([_item(0.5, "a")]), ProgramSource()
+    queued.queue(_item(0.5, "a"))
+    for src in (given, queued):
+        src.open(FMT)
+    assert queued.total_slots == given.total_slots > 0
+    with pytest.raises(RuntimeError, match="schedule"):
+        queued.queue(_item(0.5, "b"))
