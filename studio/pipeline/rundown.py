@@ -1,8 +1,9 @@
 """The rundown: the ordered list of segments a presenter speaks (a title, a block of text and a voice each).
 
-Stored as JSON ``{"version": 2, "graphics": {...}, "segments": [{"title": ..., "text": ..., "voice": ...,
-"graphics": {...}}, ...]}``: the broadcast graphics of the programme and of each segment (``studio.graphics.look``;
-a segment's take the programme's where left out). Version 1 files (no graphics) still load. The default ships in
+Stored as JSON ``{"version": 2, "graphics": {...}, "cast": {...}, "segments": [{"title": ..., "text": ...,
+"voice": ..., "anchor": ..., "graphics": {...}}, ...]}``: the broadcast graphics of the programme and of each segment (``studio.graphics.look``;
+a segment's take the programme's where left out) and the cast with each segment's speaker (``studio.pipeline.cast``:
+a file without one has one anchor). Version 1 files (no graphics) still load. The default ships in
 ``resources/rundown.json``; the studio keeps the producer's edited copy in the data folder.
 """
 
@@ -32,6 +33,7 @@ class Segment:
     text: str
     voice: str = DEFAULT_VOICE  # engine:voice, e.g. piper:joe or espeak:en-us
     graphics: Graphics | None = None  # this segment's graphics over the programme's (None: the programme's)
+    anchor: str | None = None  # the cast member who speaks it (``studio.pipeline.cast``; None: the first)
 
     @property
     def word_count(self) -> int:
@@ -54,7 +56,11 @@ def parse_rundown(data: object, source: str = "rundown") -> list[Segment]:
         title = item.get("title") if isinstance(item.get("title"), str) else f"Segment {i + 1}"
         voice = item.get("voice") if isinstance(item.get("voice"), str) and item.get("voice") else DEFAULT_VOICE
         g = graphics_from_dict(item.get("graphics"), f"segment {i + 1} of {source}")
-        out.append(Segment(title=title, text=item["text"], voice=voice, graphics=g))
+        who = item.get("anchor")
+        if who is not None and (not isinstance(who, str) or not who.strip()):
+            raise InputError(f"'anchor' of segment {i + 1} of {source} must be the name of a cast member.")
+        out.append(Segment(title=title, text=item["text"], voice=voice, graphics=g,
+                           anchor=who.strip() if who else None))
     return out
 
 
@@ -86,6 +92,21 @@ def load_rundown(path: Path | None = None) -> list[Segment]:
     return parse_rundown(data, path.name)
 
 
+def load_cast(path: Path | None = None) -> tuple:
+    """The cast of a rundown file (``studio.pipeline.cast.Member``s, portraits resolved against its folder; empty
+    when it names none), with every segment's speaker checked against it."""
+    from studio.pipeline.cast import check_speakers, parse_cast
+
+    path = DEFAULT_RUNDOWN if path is None else Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"Cannot read {path.name} as a rundown (JSON): {exc}. Fix or replace the file.") from exc
+    cast = parse_cast(data, path.name, base=path.parent)
+    check_speakers(cast, [s.anchor for s in parse_rundown(data, path.name)], path.name)
+    return cast
+
+
 def load_user_rundown() -> list[Segment]:
     """The producer's saved rundown, or the shipped default when there is none or it is unreadable."""
     path = user_rundown_path()
@@ -98,7 +119,9 @@ def load_user_rundown() -> list[Segment]:
 
 
 def _segment_dict(s: Segment) -> dict:
-    out = {k: v for k, v in asdict(s).items() if k != "graphics"}
+    out = {k: v for k, v in asdict(s).items() if k not in ("graphics", "anchor")}
+    if s.anchor is not None:
+        out["anchor"] = s.anchor
     if s.graphics is not None and s.graphics.to_dict():
         out["graphics"] = s.graphics.to_dict()
     return out
@@ -114,13 +137,18 @@ def user_programme_graphics() -> Graphics:
         return Graphics()
 
 
-def save_rundown(segments: list[Segment], path: Path | None = None, graphics: Graphics | None = None) -> Path:
-    """Write ``segments`` (and the programme's ``graphics``) as JSON (atomically: a temporary file renamed onto
-    ``path``)."""
+def save_rundown(segments: list[Segment], path: Path | None = None, graphics: Graphics | None = None,
+                 cast: tuple = ()) -> Path:
+    """Write ``segments`` (and the programme's ``graphics`` and ``cast``) as JSON (atomically: a temporary file
+    renamed onto ``path``; portraits relative to its folder where they lie under it)."""
+    from studio.pipeline.cast import cast_to_dict
+
     path = user_rundown_path() if path is None else Path(path)
     payload: dict = {"version": RUNDOWN_VERSION}
     if graphics is not None and graphics.to_dict():
         payload["graphics"] = graphics.to_dict()
+    if cast:
+        payload["cast"] = cast_to_dict(tuple(cast), path.parent)
     payload["segments"] = [_segment_dict(s) for s in segments]
     tmp = path.with_name(f".{path.name}.tmp")
     try:
