@@ -138,16 +138,24 @@ def user_programme_graphics() -> Graphics:
 
 
 def save_rundown(segments: list[Segment], path: Path | None = None, graphics: Graphics | None = None,
-                 cast: tuple = ()) -> Path:
+                 cast: tuple | None = None) -> Path:
     """Write ``segments`` (and the programme's ``graphics`` and ``cast``) as JSON (atomically: a temporary file
-    renamed onto ``path``; portraits relative to its folder where they lie under it)."""
+    renamed onto ``path``; portraits relative to its folder where they lie under it). ``cast`` None keeps the cast
+    the file at ``path`` already has (an editor that does not show the cast does not lose it)."""
     from studio.pipeline.cast import cast_to_dict
 
     path = user_rundown_path() if path is None else Path(path)
     payload: dict = {"version": RUNDOWN_VERSION}
     if graphics is not None and graphics.to_dict():
         payload["graphics"] = graphics.to_dict()
-    if cast:
+    if cast is None:
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8")).get("cast")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            kept = None
+        if isinstance(kept, dict) and kept:
+            payload["cast"] = kept
+    elif cast:
         payload["cast"] = cast_to_dict(tuple(cast), path.parent)
     payload["segments"] = [_segment_dict(s) for s in segments]
     tmp = path.with_name(f".{path.name}.tmp")

@@ -47,3 +47,14 @@ def test_a_rundown_without_a_cast_still_loads(tmp_path: Path) -> None:
 def test_bad_casts_say_what_to_do(tmp_path: Path, data: dict, words: str) -> None:
     with pytest.raises(InputError, match=words):
         load_cast(_write(tmp_path / "bad.json", data))
+
+
+def test_saving_without_a_cast_keeps_the_files_cast(tmp_path: Path) -> None:
+    path = _write(tmp_path / "r.json", {"cast": {"Anna": {"voice": "piper:joe"}},
+                                        "segments": [{"text": "Hi.", "anchor": "Anna"}]})
+    segs = load_rundown(path)
+    save_rundown([*segs, Segment("Two", "Bye.")], path)  # an editor that knows nothing of the cast
+    assert load_cast(path) == (Member("Anna", None, "piper:joe"),)
+    assert load_rundown(path)[0].anchor == "Anna"
+    save_rundown([Segment("One", "Hi.")], path, cast=())  # an explicit empty cast removes it
+    assert load_cast(path) == ()
