@@ -3,7 +3,7 @@
 # From the repository root, after benchmarks/gpu/make_bundles.sh has made .gpu_home and .whl on a CPU machine
 # (the GPU machine needs neither network nor TTS; carry both folders):
 #
-#     bash benchmarks/gpu/run.sh [core|dit|dit-row|startup]
+#     bash benchmarks/gpu/run.sh [core|dit|dit-row|startup|tests|picture]
 #
 #   core (default)  the optimizations ablation at 1920x1080, 60 fps (`main.py bench --device cuda`), RGB -> NV12 on
 #                   the GPU against the CPU (`studio.encode.check nv12`), the leaderboard of the engines that fit in
@@ -15,6 +15,9 @@
 #   startup         `render --device cuda --canvas 1080p --fps 60` of a 10-s clip (the bench program's audio), twice
 #                   on a fresh copy of the data folder (no TorchInductor cache): the first run compiles and fills the
 #                   cache, the second loads it; each prints its stage seconds and its time to the first frame
+#   tests           the GPU tests (`python3 -m pytest tests/gpu`)
+#   picture         the canvas at 1080p60 with the matte, the news set and the graphics against the framed photo on a
+#                   plain set (benchmarks/matte_graphics_cost.py: wall and GPU ms a frame)
 # Writes JSON (and PNG charts) under $OUT, or benchmarks/gpu/out when OUT is unset, and prints a summary.
 set -o pipefail
 SUITE=${1:-core}
@@ -57,6 +60,11 @@ case $SUITE in
     step leaderboard 300 $LB --engines builtin,wav2lip,musetalk-1.5,liveportrait --json "$O/leaderboard.json" ;;
   dit)
     step dit_parts 560 python3 benchmarks/gpu/dit_parts.py --program $PROGRAM --json "$O/dit_parts.json" ;;
+  tests)
+    step tests_gpu 330 python3 -m pytest -q -p no:cacheprovider tests/gpu ;;
+  picture)
+    step matte_graphics_1080p60 200 python3 benchmarks/matte_graphics_cost.py --device cuda --canvas 1080 --fps 60 \
+      --json "$O/matte_graphics_cost.json" ;;
   dit-row)
     step leaderboard_dit 585 $LB --repeats 1 --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json "$O/leaderboard_dit.json" ;;
   startup)
@@ -78,7 +86,7 @@ PY
       grep -E "^wrote|^stage seconds" "$O/startup_$i.log"
     done
     du -sh "$FRESH/cache/inductor" 2>/dev/null ;;
-  *) echo "run.sh: unknown suite '$SUITE' (core, dit, dit-row or startup)"; exit 2 ;;
+  *) echo "run.sh: unknown suite '$SUITE' (core, dit, dit-row, startup, tests or picture)"; exit 2 ;;
 esac
 python3 - "$O" <<'PY'
 import json, sys
