@@ -187,7 +187,7 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
     packs: dict[str | None, object] = {}
     pack_keys: dict[str | None, str] = {}
     if anchor_pack is not None and settings.anchor_path is None:
-        packs[None] = ray.put(worker.canonical_pack(anchor_pack))
+        packs[None] = ray.put(anchor_pack)
     for job in plan.jobs:
         if job.anchor_path not in packs:
             packs[job.anchor_path] = remote_pack.remote(job.anchor_path)

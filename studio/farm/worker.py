@@ -26,26 +26,12 @@ _STATE: dict[str, object] = {"threads": None, "tasks": 0}
 
 
 def build_pack(anchor_path: str | None):
-    """The anchor pack of a portrait (a Ray task: the result goes to the object store once).
-
-    Always in the form the anchor cache stores (masks at 16-bit precision), whether it was just built or loaded from
-    the cache: a freshly built pack differs from its cached copy by up to 2.4e-4 in the masks, and that changes
-    frames, so a run on a machine whose cache was empty would not match one whose cache was warm."""
+    """The anchor pack of a portrait (a Ray task: the result goes to the object store once). A pack just built and
+    the same pack loaded from the anchor cache render the same frames, so machines with a warm or an empty cache
+    make identical segments."""
     from studio.presenter.anchor import build_anchor
 
-    return canonical_pack(build_anchor(Path(anchor_path) if anchor_path else None))
-
-
-def canonical_pack(pack):
-    """``pack`` as the anchor cache stores and loads it (see ``build_pack``)."""
-    import tempfile
-
-    from studio.presenter.anchor import _load_pack, _save_pack
-
-    with tempfile.TemporaryDirectory(prefix="newsstudio-pack-") as tmp:
-        path = Path(tmp) / "pack.npz"
-        _save_pack(pack, path)
-        return _load_pack(path, pack.name)
+    return build_anchor(Path(anchor_path) if anchor_path else None)
 
 
 def _warm(threads: int) -> None:

@@ -11,7 +11,7 @@ import hashlib
 import io
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -475,10 +475,13 @@ def build_anchor(
     lid_image, eye_masks = _eye_layers(render_image, pts)
     report(0.92, "cutting the presenter out of the backdrop")
     matte = build_matte(framed, render_image, pts, mask, background)
+    # the soft masks at the precision the cache keeps them: a pack built now renders the same frames as the same pack
+    # loaded from the cache later (or on another machine)
+    matte = replace(matte, alpha=_as_stored(matte.alpha))
     pack = AnchorPack(name=name, key=key, image=framed, render_image=render_image, lid_image=lid_image,
-                      eye_masks=eye_masks, landmarks=pts, frame_points=frame_pts,
-                      frame_head_weight=frame_w, triangles=triangles, mask=mask, background=background, mouth=mouth,
-                      matte=matte)
+                      eye_masks=_as_stored(eye_masks), landmarks=pts, frame_points=frame_pts,
+                      frame_head_weight=frame_w, triangles=triangles, mask=_as_stored(mask), background=background,
+                      mouth=mouth, matte=matte)
     if settings.use_cache:
         _save_pack(pack, cache_file)
     report(1.0, "ready")
@@ -487,6 +490,11 @@ def build_anchor(
 
 # ---------------------------------------------------------------------------------------------------------------------
 # cache
+
+def _as_stored(a: np.ndarray) -> np.ndarray:
+    """A soft mask as the cache stores it (float16) and loads it (float32)."""
+    return a.astype(np.float16).astype(np.float32)
+
 
 def _save_pack(pack: AnchorPack, path: Path) -> None:
     buf = io.BytesIO()

@@ -94,3 +94,18 @@ def test_other_portrait_frames_around_its_face(hopper_path):
     assert a.name == "grace_hopper"
     assert a.size_px >= 512
     assert 0.2 < a.face_width_px / a.size_px < 0.6
+
+
+def test_a_pack_just_built_equals_the_same_pack_from_the_cache(tmp_path, monkeypatch) -> None:
+    """The soft masks are kept at the cache's precision from the start: the frames of a fresh pack and of the cached
+    one are the same (a fresh machine and a warm one render identical pictures)."""
+    import numpy as np
+
+    monkeypatch.setenv("NEWSSTUDIO_HOME", str(tmp_path))
+    from studio.presenter.anchor import build_anchor
+
+    fresh = build_anchor(output_px=256)
+    cached = build_anchor(output_px=256)
+    for field in ("mask", "eye_masks", "image", "render_image", "landmarks"):
+        np.testing.assert_array_equal(getattr(fresh, field), getattr(cached, field), err_msg=field)
+    np.testing.assert_array_equal(fresh.matte.alpha, cached.matte.alpha)

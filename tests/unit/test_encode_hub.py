@@ -180,7 +180,7 @@ def test_a_full_live_hub_drops_and_counts_but_never_blocks() -> None:
     assert len(sink.video()) == hub.frames + hub.repeated  # dropped slots repeat the previous picture
 
 
-@pytest.mark.parametrize("bad", [{"video_bitrate_kbps": 0}, {"keyframe_interval_s": 0}])
+@pytest.mark.parametrize("bad", [{"video_bitrate_kbps": -1}, {"keyframe_interval_s": 0}])
 def test_settings_refuse_nonsense(bad: dict) -> None:
     with pytest.raises(ValueError):
         StreamEncodeSettings(**bad)
