@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView, QComboBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
-    QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget,
+    QPushButton, QScrollArea, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget,
 )
 
 from studio.pipeline.rundown import Segment
@@ -82,7 +82,13 @@ class RundownPanel(QWidget):
         self.graphics = GraphicsForm()
         self.graphics.programme_changed.connect(self.changed.emit)
         self.graphics.segment_changed.connect(self._edited)
-        lay.addWidget(self.graphics)
+        # the graphics scroll when the dock is short, instead of squeezing over the other rows
+        scroll = QScrollArea()
+        scroll.setWidget(self.graphics)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        lay.addWidget(scroll, 2)
         lay.addWidget(self.go_button)
 
     # -- data ---------------------------------------------------------------------------------------------------
