@@ -55,8 +55,8 @@ class Augment(str, Enum):
 
     RECIPE = "recipe"  # level offset, tilt, one masked band (the shipped weights)
     STRONG = "strong"  # ``strong_augment``: gain, smooth EQ, noise, mel-axis warp, SpecAugment masks
-    # Tried once (3 runs of 5.2 min on an H200): better on held-out TTS voices, WORSE on human speech
-    # (viseme accuracy 0.51..0.56 vs 0.61; f/v recall 0.48 -> 0.12): off by default, the shipped weights use RECIPE.
+    # measured: better on held-out TTS voices, worse on human speech (viseme accuracy 0.51-0.56 against 0.61, f/v
+    # recall 0.48 -> 0.12; resources/models/audio2motion/metrics.json): off by default, the shipped weights use RECIPE
 
 
 def strong_augment(mel: torch.Tensor, gen: torch.Generator | None = None) -> torch.Tensor:
