@@ -152,7 +152,9 @@ def test_causal_spans_match_generated_keyframes_and_carry_on(module):
         b, carry2 = interp.render_causal(c[4:], np.full(4, 2), carry)
     out = torch.cat([a, b]).clamp(0, 255)
     assert out.shape[0] == 8
-    assert torch.equal(out[[0, 1, 3, 5, 7]], ref[[0, 1, 3, 5, 7]])  # keys: 0 (no carry), then every 2nd from the end
+    # keys: 0 (no carry), then every 2nd from the end; generated in other batches than ``ref``, so equal up to float
+    # rounding (BLAS sums a batch in another order)
+    torch.testing.assert_close(out[[0, 1, 3, 5, 7]], ref[[0, 1, 3, 5, 7]], rtol=0, atol=1e-2)
     assert interp.frames_interpolated == 3  # frames 2, 4 (from the carry) and 6
     assert psnr(out[[2, 4, 6]], ref[[2, 4, 6]]) > 35.0
     assert torch.equal(carry2.landmarks, module.landmarks(c[7:])[0])

@@ -40,8 +40,11 @@ def test_frames_have_the_requested_shape_and_are_deterministic(presenter):
     b = presenter.render(c)
     assert a.shape == (3, 512, 512, 3) and a.dtype == np.uint8
     np.testing.assert_array_equal(a, b)
-    # A batch renders each frame the same as alone.
-    np.testing.assert_array_equal(a[1], presenter.render(c[1:2])[0])
+    # A batch renders each frame as alone, up to float rounding: the sums of a batch of three and of one frame run in
+    # another order (BLAS), which can move a value that sits on a rounding edge by one grey level
+    alone = presenter.render(c[1:2])[0].astype(np.int16)
+    diff = np.abs(a[1].astype(np.int16) - alone)
+    assert diff.max() <= 1 and (diff > 0).mean() < 1e-4
 
 
 def test_rest_pose_keeps_the_face_and_background_intact(presenter, default_anchor):
