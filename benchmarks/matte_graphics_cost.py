@@ -53,21 +53,12 @@ def _items(seconds: float):
 
 
 def _core_once(anchor, settings, style, seconds: float) -> dict:
-    from studio.contracts import Output, ProgramBatch
-    from studio.pipeline.factory import make_core
+    from studio.pipeline.factory import DiscardOutput, make_core
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.sources import ProgramSource
 
-    class _Drop(Output):
-        name = "drop"
-        needs_rgb = False
-        retains_frames = False
-
-        def write(self, batch: ProgramBatch) -> None:
-            pass
-
-    core = make_core(ProgramSource(_items(seconds)), ProgramMotion(), settings, anchor, [_Drop()], on_air=False,
-                     canvas_style=style)
+    core = make_core(ProgramSource(_items(seconds)), ProgramMotion(), settings, anchor, [DiscardOutput()],
+                     on_air=False, canvas_style=style)
     try:
         core.warm()
         rep = core.run()

@@ -13,7 +13,7 @@ from pathlib import Path
 from studio.errors import InputError
 from studio.pipeline.core import Core
 from studio.pipeline.pool import GeneratorPool, compiled_engine_note
-from studio.contracts import Layout, MotionSource, Output, Source
+from studio.contracts import Layout, MotionSource, Output, ProgramBatch, Source
 from studio.pipeline.settings import ALL_OPTIMIZATIONS, CoreSettings, Optimization
 from studio.pipeline.telemetry import TelemetryBus
 
@@ -128,32 +128,35 @@ def make_core(source: Source, motion: MotionSource, settings: CoreSettings, anch
                 bus_source=bus_source)
 
 
+class DiscardOutput(Output):
+    """Takes the program and keeps nothing: the output of a run that is only measured."""
+
+    name = "discard"
+    needs_rgb = False
+    retains_frames = False
+
+    def write(self, batch: ProgramBatch) -> None:
+        pass
+
+
 def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> float:
     """Wall ms per output frame of the core at ``settings`` on this machine, now: a short silent program through a
     core that drops its output (after a warm-up chunk). What the studio refuses a picture format with."""
     import numpy as np
 
     from studio.pipeline.motion import ProgramMotion
-    from studio.contracts import OnAir, Output, ProgramBatch
+    from studio.contracts import OnAir
     from studio.pipeline.sources import ProgramItem, ProgramSource
-
-    class _Drop(Output):
-        name = "drop"
-        needs_rgb = False
-        retains_frames = False
-
-        def write(self, batch: ProgramBatch) -> None:
-            pass
 
     n = int(seconds * 16000)
     item = ProgramItem(program_audio=np.zeros(3 * n, np.float32), analysis_audio=np.zeros(n, np.float32),
                        on_air=OnAir(title="Measuring"))
     s = replace(settings, measure_baseline=False)
     warm = make_core(ProgramSource([ProgramItem(np.zeros(3 * 3200, np.float32), np.zeros(3200, np.float32))]),
-                     ProgramMotion(), s, anchor, [_Drop()], on_air=False)
+                     ProgramMotion(), s, anchor, [DiscardOutput()], on_air=False)
     warm.run()
     warm.pool.close()
-    core = make_core(ProgramSource([item]), ProgramMotion(), s, anchor, [_Drop()], on_air=False)
+    core = make_core(ProgramSource([item]), ProgramMotion(), s, anchor, [DiscardOutput()], on_air=False)
     try:
         rep = core.run()
     finally:
