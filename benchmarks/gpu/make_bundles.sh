@@ -4,7 +4,7 @@
 #                            weights, the bench program (default rundown, 20 s, 16 kHz) and beckett.wav
 #   .gpu_home/site_common.tar.xz   pocketsphinx 5.0.4, silero-vad, websockets, importlib_metadata (cp312 wheels),
 #                                  less the model files the studio never reads
-#   .whl/av/site_av.tar.xz         PyAV 18.1.0
+#   .whl/av/site_av.tar.xz         PyAV 17.1.0 (the version pyproject.toml allows)
 #   .whl/dif/site_dif.tar.xz       diffusers 0.42.1, torchao 0.18.0 (the Wan engine's fp8 DiT linears);
 #                                  .whl/dif/rife4_fp16.pt   RIFE's weights in fp16 (the post stage runs RIFE in
 #                                  fp16 on CUDA: the same numbers there; half the bytes of the 64 MiB a call
@@ -15,7 +15,7 @@ set -euo pipefail
 W=${WHEELS:-/tmp/wheels312}
 mkdir -p "$W" .gpu_home .whl/av .whl/dif
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
-for p in av==18.1.0 pocketsphinx==5.0.4 silero-vad==6.2.3 websockets==15.0.1 diffusers==0.42.1 importlib_metadata==10.2.0 \
+for p in av==17.1.0 pocketsphinx==5.0.4 silero-vad==6.2.3 websockets==15.0.1 diffusers==0.42.1 importlib_metadata==10.2.0 \
          torchao==0.18.0; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT -d "$W" $p \
     2>&1 | grep -v "^WARNING: Location" || true
@@ -32,7 +32,7 @@ pack() {  # pack OUT WHEEL...: unzip the wheels into site/ and xz it (extracted 
 }
 pack .gpu_home/site_common.tar.xz "$W"/pocketsphinx-5.0.4-*.whl "$W"/silero_vad-6.2.3-*.whl "$W"/websockets-15.0.1-*.whl \
   "$W"/importlib_metadata-10.2.0-*.whl
-pack .whl/av/site_av.tar.xz "$W"/av-18.1.0-*.whl
+pack .whl/av/site_av.tar.xz "$W"/av-17.1.0-*.whl
 pack .whl/dif/site_dif.tar.xz "$W"/diffusers-0.42.1-*.whl "$W"/torchao-0.18.0-*.whl
 NEWSSTUDIO_HOME=$PWD/.gpu_home python3 - <<'PY'
 import shutil
