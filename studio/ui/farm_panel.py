@@ -1,7 +1,8 @@
 """The FARM tab: the open rundown (or a folder of rundowns) rendered on Ray, with progress, while the studio runs on.
 
-The job is ``studio.farm.driver.run_farm``, a generator worker, driven by a ``FarmWorker`` thread: its progress comes
-back through signals (slots run on the GUI thread), and Cancel sets its abort flag (running segments are stopped;
+The job is ``studio.farm.driver.run_farm``, a generator worker run in a process of its own (``studio.farm.apart``:
+Ray's driver never lives in the studio's process), driven by a ``FarmWorker`` thread: its progress comes back through
+signals (slots run on the GUI thread), and Cancel sets its abort flag (running segments are stopped;
 what was finished stays on disk, and the next run resumes from it). The cluster is this machine (N worker processes)
 or a running cluster's head at HOST:PORT.
 """
@@ -37,10 +38,10 @@ class FarmWorker(QThread):
         self.abort.set()
 
     def run(self) -> None:
-        from studio.farm.driver import run_farm
+        from studio.farm.apart import run_farm_apart
 
         try:
-            job = run_farm(self.settings, self.rundowns, abort=self.abort.is_set, anchor_pack=self.anchor_pack)
+            job = run_farm_apart(self.settings, self.rundowns, abort=self.abort.is_set, anchor_pack=self.anchor_pack)
             while True:
                 try:
                     self.progress.emit(next(job))
