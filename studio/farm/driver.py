@@ -167,6 +167,7 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
     import ray
 
     from studio.farm import worker
+    from studio.pipeline.factory import presenter_px
     from studio.pipeline.render import render_encode_settings
 
     if settings.device.startswith("cuda") and cluster["gpus"] == 0:
@@ -190,7 +191,7 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
         packs[None] = ray.put(anchor_pack)
     for job in plan.jobs:
         if job.anchor_path not in packs:
-            packs[job.anchor_path] = remote_pack.remote(job.anchor_path)
+            packs[job.anchor_path] = remote_pack.remote(job.anchor_path, presenter_px(core))
     for key, ref in list(packs.items()):  # a portrait without a usable face rejects its segments, named
         try:
             pack_keys[key] = ray.get(ref).key

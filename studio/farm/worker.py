@@ -25,13 +25,13 @@ _MAX_PACKS = 4  # a worker of a long-lived cluster serves many runs: keep the pa
 _STATE: dict[str, object] = {"threads": None, "tasks": 0}
 
 
-def build_pack(anchor_path: str | None):
-    """The anchor pack of a portrait (a Ray task: the result goes to the object store once). A pack just built and
-    the same pack loaded from the anchor cache render the same frames, so machines with a warm or an empty cache
-    make identical segments."""
+def build_pack(anchor_path: str | None, output_px: int | None = None):
+    """The anchor pack of a portrait at the presenter's size ``output_px``, as ``render`` builds it (a Ray task: the
+    result goes to the object store once). A pack just built and the same pack loaded from the anchor cache render
+    the same frames, so machines with a warm or an empty cache make identical segments."""
     from studio.presenter.anchor import build_anchor
 
-    return build_anchor(Path(anchor_path) if anchor_path else None)
+    return build_anchor(Path(anchor_path) if anchor_path else None, output_px=output_px)
 
 
 def _warm(threads: int) -> None:
