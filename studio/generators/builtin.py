@@ -87,7 +87,7 @@ class BuiltinGenerator(Generator):
         """4 when frames carry the warped matte (``emit_matte`` and a good matte), else 3; a cast: that per anchor,
         anchors in cast order."""
         if self.cast is not None:
-            return self.module.out_channels * len(self.cast)
+            return self.module.out_channels
         return 4 if self.matte is not None else 3
 
     def open(self, anchor, settings: GeneratorSettings) -> None:

@@ -38,7 +38,8 @@ class CastWarp(nn.Module):
         self.faces = nn.ModuleList(faces)
         self.rows = len(faces)
         self.size, self.field, self.newton_steps = size_px, field_px, newton_steps
-        self.out_channels = 4 if mattes is not None else 3
+        self.channels = 4 if mattes is not None else 3  # per anchor
+        self.out_channels = self.channels * self.rows  # of a frame: every anchor's in turn
         if mattes is not None:  # each renderer samples its matte's foreground (the backdrop taken out of the edge)
             from studio.presenter.matte import MatteWarp
 
@@ -156,7 +157,7 @@ class CastWarp(nn.Module):
         c = self._rows(coeffs)
         full = self._landmarks_rows(c, k)
         grid, mask = self._backward_map(torch.cat([full, self._frame_targets(c, k)], 1), k)
-        if self.out_channels == 4:
+        if self.channels == 4:
             mask = self._sample(self.alpha, grid, k)
         a = self.rows
         grid = grid.view(a, k, s, s, 2).transpose(0, 1).reshape(k, a * s, s, 2)
@@ -171,7 +172,7 @@ class CastWarp(nn.Module):
         g = grid.view(k, a, s, s, 2).transpose(0, 1).reshape(a * k, s, s, 2)
         m = mask.transpose(0, 1).reshape(a * k, 1, s, s)
         warped = self._sample(self.image, g, k)
-        if self.out_channels == 4:  # the person alone: the set goes behind
+        if self.channels == 4:  # the person alone: the set goes behind
             frames = warped
         else:
             frames = torch.lerp(self._per_row(self.background, k), warped, m)
@@ -187,7 +188,7 @@ class CastWarp(nn.Module):
             if closed[i]:
                 self.mouth_skipped += 1
             face.mouth_interior(frames[rows], full[rows], rest[rows], jaw[rows], c[rows])
-        if self.out_channels == 4:
+        if self.channels == 4:
             frames = torch.cat([frames, m * 255.0], 1)
         ch = frames.shape[1]
         return frames.view(a, k, ch, s, s).transpose(0, 1).reshape(k, a * ch, s, s)
