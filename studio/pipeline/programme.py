@@ -52,6 +52,21 @@ def _voice(seg, cast) -> str:
     return cast[speaker_index(cast, seg.anchor)].voice or seg.voice
 
 
+def segment_item(segments, cast, i: int, warnings: list[str] | None = None):
+    """Segment ``i`` spoken by its anchor's voice, as a program item (with the pause after it) whose on-air names
+    its title, row and speaker."""
+    from studio.pipeline.cast import speaker_index
+    from studio.pipeline.sources import item_from_utterance
+    from studio.speech import synthesize
+
+    seg = segments[i]
+    who = speaker_index(cast, seg.anchor) if cast else 0
+    utt = synthesize(seg.text, _voice(seg, cast))
+    if warnings is not None:
+        warnings.extend(utt.warnings)
+    return item_from_utterance(utt, OnAir(title=seg.title, row=i, speaker=who), PAUSE_AFTER_SEGMENT_S)
+
+
 def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastLayout.TWO_SHOT,
                    abort: Callable[[], bool] = lambda: False) -> Generator[RenderProgress, None, RenderResult]:
     """Render the rundown at ``rundown`` to ``req.out_path`` (see the module docstring)."""
@@ -60,9 +75,8 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
     from studio.pipeline.factory import presenter_px
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.rundown import load_programme_graphics
-    from studio.pipeline.sources import ProgramSource, item_from_utterance
+    from studio.pipeline.sources import ProgramSource
     from studio.presenter.anchor import build_anchor
-    from studio.speech import synthesize
 
     segments, cast = check_rundown(rundown)
     core = programme_settings(req.core, len(cast), layout)
@@ -79,16 +93,13 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
     stage["anchor"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    items = []
+    items: list = []
     warnings: list[str] = []
     for i, seg in enumerate(segments):
         if abort():
             raise StudioError("Render cancelled.")
         yield RenderProgress("speech", i / len(segments), f"segment {i + 1} of {len(segments)}: {seg.title}")
-        who = speaker_index(cast, seg.anchor) if cast else 0
-        utt = synthesize(seg.text, _voice(seg, cast))
-        warnings.extend(utt.warnings)
-        items.append(item_from_utterance(utt, OnAir(title=seg.title, row=i, speaker=who), PAUSE_AFTER_SEGMENT_S))
+        items.append(segment_item(segments, cast, i, warnings))
     stage["speech"] = time.perf_counter() - t0
 
     style = req.canvas_style or CanvasStyle()
