@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine
+from studio.contracts.formats import CastLayout
 from studio.errors import InputError, StudioError
 
 log = logging.getLogger("studio.cli")
@@ -100,6 +101,12 @@ def _build_parser() -> argparse.ArgumentParser:
     src.add_argument("--text", help="the words the presenter says")
     src.add_argument("--script", type=Path, help="a UTF-8 text file with the words")
     src.add_argument("--audio", type=Path, help="a speech recording to lip-sync to")
+    src.add_argument("--rundown", type=Path, metavar="FILE.json",
+                     help="a whole rundown as one programme: its segments in order, each spoken by its anchor "
+                          "(a cast of up to four shares the set)")
+    r.add_argument("--layout", choices=[x.value for x in CastLayout], default=CastLayout.TWO_SHOT.value,
+                   help="--rundown with a cast: two-shot (every anchor on the set side by side, the default) or cut "
+                        "(to whoever speaks)")
     r.add_argument("--anchor", type=Path, help="portrait image (default: the built-in astronaut)")
     r.add_argument("--voice", help="TTS voice, e.g. piper:joe or espeak:en-us (see `doctor`)")
     r.add_argument("--title", default="", help="the segment title on a canvas (plain text)")
@@ -294,8 +301,10 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
     from studio.validate import check_output_path, check_timings_path
 
-    inputs = [args.audio, args.anchor, args.script]
+    inputs = [args.audio, args.anchor, args.script, args.rundown]
     check_output_path(args.out, inputs=inputs)
+    if args.rundown is not None:
+        return _render_rundown(args)
     check_timings_path(args.timings, args.out, inputs=inputs)
     if args.audio is not None:  # a bad header is refused now, before torch loads (seconds on a small machine)
         from studio.audio.io import probe_audio
@@ -356,6 +365,44 @@ def _cmd_render(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items()) + "\n"
         + f"stage CPU seconds (the process, every thread): startup {before_cpu_s:.2f} s, "
         + ", ".join(f"{k} {v:.2f} s" for k, v in result.stage_cpu_s.items()) + "\n")
+    return EXIT_OK
+
+
+def _render_rundown(args: argparse.Namespace) -> int:
+    from studio.encode.claim import claim_output
+    from studio.encode.recovery import recover_for_output
+    from studio.pipeline.programme import check_rundown, render_rundown
+    from studio.pipeline.render import RenderRequest
+
+    if args.timings is not None:
+        raise InputError("--timings is for one segment: leave it out with --rundown.")
+    if not args.rundown.is_file():
+        raise InputError(f"Rundown not found: {args.rundown}. Check the path.")
+    check_rundown(args.rundown)
+    core = core_settings_from(args)
+    style = _canvas_style(args)
+    with claim_output(args.out):
+        _announce(recover_for_output(args.out))
+        streams = tuple(stream_outputs(args.stream, block=True, allow_remote=args.stream_allow_remote))
+        req = RenderRequest(out_path=args.out, anchor_path=args.anchor, core=core,
+                            audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
+                            canvas_background=style.background_image, canvas_style=style, streams=streams,
+                            stream_pace=args.stream_pace == "on")
+        show = _stderr_progress()
+        gen = render_rundown(req, args.rundown, CastLayout(args.layout))
+        try:
+            while True:
+                p = next(gen)
+                show(p.stage, p.fraction, p.message)
+        except StopIteration as stop:
+            result = stop.value
+    rep = result.report
+    rtf = result.real_time_factors()
+    sys.stderr.write(
+        f"wrote {result.out_path} ({result.n_frames} frames, {result.audio_duration_s:.2f} s, device {result.device}, "
+        f"engine {core.engine}); stage seconds (real-time factor): "
+        + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items())
+        + f"; {rep.frames_produced} frames produced\n")
     return EXIT_OK
 
 

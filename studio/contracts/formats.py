@@ -18,6 +18,13 @@ class Layout(enum.Enum):
     CANVAS = "canvas"  # 16:9: the presenter over a background, with a lower third
 
 
+class CastLayout(enum.Enum):
+    """How a cast of several anchors is shown."""
+
+    TWO_SHOT = "two-shot"  # every anchor on the set side by side, each matted and sized alike (roundtable)
+    CUT = "cut"  # the programme cuts to whoever speaks
+
+
 @dataclass(frozen=True)
 class ProgramFormat:
     """The program's picture and sound, as every output receives it."""
@@ -28,6 +35,8 @@ class ProgramFormat:
     audio_rate_hz: int = PROGRAM_RATE_HZ
     layout: Layout = Layout.SQUARE
     presenter_px: int = 512  # the square presenter's size (on a canvas: its size inside the canvas)
+    rows: int = 1  # anchors of the cast: rows of one generator call (frames carry each row's channels in turn)
+    cast_layout: CastLayout = CastLayout.TWO_SHOT
 
     @property
     def frame_s(self) -> float:
@@ -44,3 +53,4 @@ class OnAir:
 
     title: str = ""
     row: int = -1  # rundown row; -1: none (idle, microphone, a file)
+    speaker: int = 0  # the cast row of the anchor who speaks (0: the first, or the only one)

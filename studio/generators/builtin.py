@@ -76,6 +76,7 @@ class BuiltinGenerator(Generator):
         # set before ``open`` for a canvas: frames then carry the warped matte as a fourth channel (a good matte only)
         self.emit_matte = False
         self.matte = None
+        self.cast: tuple | None = None
 
     @property
     def label(self) -> str:
@@ -83,7 +84,10 @@ class BuiltinGenerator(Generator):
 
     @property
     def out_channels(self) -> int:
-        """4 when frames carry the warped matte (``emit_matte`` and a good matte), else 3."""
+        """4 when frames carry the warped matte (``emit_matte`` and a good matte), else 3; a cast: that per anchor,
+        anchors in cast order."""
+        if self.cast is not None:
+            return self.module.out_channels
         return 4 if self.matte is not None else 3
 
     def open(self, anchor, settings: GeneratorSettings) -> None:
@@ -93,22 +97,37 @@ class BuiltinGenerator(Generator):
         self.device = resolve_device(settings.device)
         s = settings.size_px
         field = max(16, s // self.field_divisor) if self.field_divisor != PLAIN_FIELD_DIVISOR else max(64, s // 4)
+        # a cast (several anchor packs): its anchors are rows of one warp (``studio.presenter.cast_warp``)
+        self.cast = tuple(anchor) if isinstance(anchor, (tuple, list)) and len(anchor) > 1 else None
+        if isinstance(anchor, (tuple, list)) and self.cast is None:
+            anchor = anchor[0]
         try:
-            self.module = WarpRenderer(anchor, s, field, newton_steps=3).to(self.device).eval()
+            if self.cast is not None:
+                from studio.presenter.cast_warp import CastWarp
+
+                mattes = [getattr(a, "matte", None) for a in self.cast]
+                good = self.emit_matte and all(m is not None and not m.poor for m in mattes)
+                self.module = CastWarp(self.cast, s, field, 3, mattes if good else None).to(self.device).eval()
+            else:
+                self.module = WarpRenderer(anchor, s, field, newton_steps=3).to(self.device).eval()
         except torch.cuda.OutOfMemoryError as exc:
             raise RenderError("The GPU ran out of memory preparing the presenter: choose a smaller size.") from exc
         self.field_px = field
-        m = getattr(anchor, "matte", None)
         self.matte = None
-        if self.emit_matte and m is not None and not m.poor:
-            from studio.presenter.matte import MatteWarp
+        if self.cast is not None:
+            self._forward = self.module
+            self.planner = None
+        else:
+            m = getattr(anchor, "matte", None)
+            if self.emit_matte and m is not None and not m.poor:
+                from studio.presenter.matte import MatteWarp
 
-            self.matte = MatteWarp(self.module, m)
-        self._forward = self.matte or self.module
+                self.matte = MatteWarp(self.module, m)
+            self._forward = self.matte or self.module
+            self.planner = landmark_planner(self.module) if self.device.type == "cuda" else None
         err = max_error_px(self.max_err_at_512, s)
-        self.planner = landmark_planner(self.module) if self.device.type == "cuda" else None
         self.interp = MotionSpaceInterpolator(self.matte or self.module, err, self.planner)
-        if settings.cuda_graphs:
+        if settings.cuda_graphs and self.cast is None:
             if self.device.type != "cuda":
                 raise RenderError("CUDA graphs need a CUDA device.")
             self._capture(err)
@@ -155,7 +174,8 @@ class BuiltinGenerator(Generator):
         example motion that runs every path of it (mouth open and closed, blinks, head turns)."""
         from studio.contracts.coeffs import example_motion
 
-        if self.module is None or self.matte is not None:  # a compiled renderer draws no matte: none on a cut-out
+        if self.module is None or self.matte is not None or self.cast is not None:  # a compiled renderer draws no
+            # matte (none on a cut-out) and one face
             return []
         self.module.static_shapes = True
         c = torch.from_numpy(example_motion(self.settings.batch_frames)).to(self.device)

@@ -30,8 +30,8 @@ class _State:
     """One selection's pictures on the device."""
 
     static: torch.Tensor  # H x W x 3 uint8: set, box, graphics (no presenter)
-    behind: torch.Tensor  # 1 x 3 x p x p float: what is behind the presenter's box
-    front: list  # [(rows slice, premultiplied 1 x 3 x r x p, alpha 1 x 1 x r x p)] over the box
+    behind: torch.Tensor  # B x 3 x p x p float: what is behind each presenter's box (B: anchors side by side)
+    front: list  # per box: [(rows slice, premultiplied 1 x 3 x r x p, alpha 1 x 1 x r x p)] over it
     strip: torch.Tensor | None  # band x L x 3 uint8: the ticker's text
     transition: str
 
@@ -64,6 +64,12 @@ class ProgramCompositor:
         self.cx = cx
         self.x0 = int(max(0, min(w - p, round(cx - p / 2))))
         self.y0 = h - p
+        self.boxes = [self.x0]  # each presenter's box (x of its left edge); a two-shot: the cast side by side
+        rows = getattr(fmt, "rows", 1)
+        if rows > 1 and getattr(fmt, "cast_layout", None) is not None and fmt.cast_layout.value == "two-shot":
+            gap = (w - rows * p) / (rows + 1)
+            self.boxes = [int(round(gap + i * (p + gap))) for i in range(rows)]
+            self.cx = w / 2
         kind = st.set_kind
         if kind == "video":
             self._video = VideoSet(st.background_image, w, h)
@@ -75,7 +81,8 @@ class ProgramCompositor:
         else:
             base = builtin_set(w, h, st.accent_rgb)
         self._base = base
-        self._desk = desk_layer(w, h, self.x0 + p / 2, st.accent_rgb) if kind == "builtin" else None
+        desk_cx = self.x0 + p / 2 if len(self.boxes) == 1 else w / 2
+        self._desk = desk_layer(w, h, desk_cx, st.accent_rgb) if kind == "builtin" else None
         self._edge = self._box_edge(p).to(self.device)
         ramp = ((torch.minimum(torch.arange(p), p - 1 - torch.arange(p)).float() + 0.5) / max(4.0, p * 0.06))
         # a cut-out fades out at the box's sides (and the matte's 0..255 becomes 0..1 in the same multiply)
@@ -108,7 +115,7 @@ class ProgramCompositor:
         if got is not None:
             return got
         st, geo = self.style, self.geo
-        p, x0, y0 = self.fmt.presenter_px, self.x0, self.y0
+        p, y0 = self.fmt.presenter_px, self.y0
         behind = self._base.copy()
         box = layers.shoulder_box(geo, g, self.cx, st.accent_rgb)
         if box is not None:
@@ -116,8 +123,9 @@ class ProgramCompositor:
             behind = behind * (1 - rgba[..., 3:]) + rgba[..., :3]
         if self.framed:  # a thin light frame around the photo's box, on the set
             b = max(2, round(geo.h * 0.004))
-            behind[y0:, max(0, x0 - b):x0] = (225, 230, 240)
-            behind[y0:, x0 + p:min(geo.w, x0 + p + b)] = (225, 230, 240)
+            for x0 in self.boxes:
+                behind[y0:, max(0, x0 - b):x0] = (225, 230, 240)
+                behind[y0:, x0 + p:min(geo.w, x0 + p + b)] = (225, 230, 240)
         front, _ = layers.front_layer(geo, g, title, clock_text, st.accent_rgb, st.show_lower_third)
         if self._desk is not None:  # the desk sits in front of the presenter, under the graphics
             d = self._desk
@@ -126,7 +134,23 @@ class ProgramCompositor:
                                     a + (1 - a) * d[..., 3:]], -1)
         static = behind * (1 - front[..., 3:]) + front[..., :3]
         dev = self.device
-        front_box = front[y0:y0 + p, x0:x0 + p]
+        fronts = [self._front_runs(front[y0:y0 + p, x:x + p]) for x in self.boxes]
+        strip = None
+        if g.ticker:
+            strip = torch.from_numpy(layers.ticker_strip(geo, g.ticker, st.accent_rgb)).to(dev)
+        got = _State(
+            static=torch.from_numpy((static + 0.5).clip(0, 255).astype(np.uint8)).to(dev),
+            behind=torch.from_numpy(np.ascontiguousarray(np.stack([behind[y0:y0 + p, x:x + p] for x in self.boxes])
+                                                         + 0.5)).permute(0, 3, 1, 2).to(dev).contiguous(),
+            front=fronts, strip=strip, transition=g.transition or "cut")
+        if len(self._states) > 16:
+            self._states.clear()
+        self._states[key] = got
+        return got
+
+    def _front_runs(self, front_box: np.ndarray) -> list:
+        """The front layer over one presenter's box as runs of rows (only the columns each covers)."""
+        dev = self.device
         rows = np.flatnonzero(front_box[..., 3].max(axis=1) > 0)
         runs = []
         if len(rows):
@@ -140,18 +164,7 @@ class ProgramCompositor:
                 keep = 1 - part[:, 3:]  # what shows through; the graphics carry the +0.5 of rounding too
                 runs.append(((slice(int(a), int(b)), slice(c0, c1)), (part[:, :3] + 0.5 * (1 - keep)).contiguous(),
                              keep.contiguous()))
-        strip = None
-        if g.ticker:
-            strip = torch.from_numpy(layers.ticker_strip(geo, g.ticker, st.accent_rgb)).to(dev)
-        got = _State(
-            static=torch.from_numpy((static + 0.5).clip(0, 255).astype(np.uint8)).to(dev),
-            behind=torch.from_numpy(np.ascontiguousarray(behind[y0:y0 + p, x0:x0 + p] + 0.5)).permute(2, 0, 1)[None]
-            .to(dev).contiguous(),
-            front=runs, strip=strip, transition=g.transition or "cut")
-        if len(self._states) > 16:
-            self._states.clear()
-        self._states[key] = got
-        return got
+        return runs
 
     def restyle(self, style: CanvasStyle) -> None:
         """Use ``style``'s graphics from the next chunk on (the set and placement stay as opened)."""
@@ -226,7 +239,7 @@ class ProgramCompositor:
         if getattr(self, "cur_static", None) is None:
             dev = self.device
             self.cur_static = torch.zeros((h, w, 3), dtype=torch.uint8, device=dev)
-            self.cur_behind = torch.zeros((1, 3, p, p), device=dev)
+            self.cur_behind = torch.zeros((len(self.boxes), 3, p, p), device=dev)
         if len(self.cur_fade) < n or getattr(self, "cur_band", None) is None or self.cur_band.shape[0] < n:
             m = max(n, 64)
             tx0, ty0, tx1, ty1 = self.geo.ticker_box
@@ -243,7 +256,7 @@ class ProgramCompositor:
         buffer, the layout outputs take). On CUDA every step runs whatever is selected (no host decision: one CUDA
         graph serves every selection); on the CPU steps with nothing to do are skipped."""
         n, c, p, _ = frames.shape
-        y0, x0 = self.y0, self.x0
+        y0 = self.y0
         fixed = self.fixed
         # this batch's rows of the chunk's per-frame buffers (a chunk may come in several batches: CUDA graphs)
         at = (self._cursor + torch.arange(n, device=self._cursor.device)).clamp_(max=len(self.cur_fade) - 1)
@@ -251,22 +264,26 @@ class ProgramCompositor:
         out = torch.empty((n, *self.cur_static.shape), dtype=torch.uint8, device=frames.device)
         if self._video is not None:
             out.copy_(self.cur_video.index_select(0, at))
-            behind = out[:, y0:y0 + p, x0:x0 + p].permute(0, 3, 1, 2).float().add_(0.5)
         else:
             out.copy_(self.cur_static.unsqueeze(0).expand_as(out))
-            behind = self.cur_behind
-        rgb = frames[:, :3]  # presenter and set both carry +0.5, so truncation to uint8 rounds
-        if c == 4 and not self.framed:
-            alpha = frames[:, 3:4].mul(self._sides).clamp_(0, 1)
-        else:
-            alpha = self._edge
-        box = torch.lerp(behind, rgb, alpha)
-        front = self._front_fixed() if fixed else self.cur.front
-        for (rows, cols), pre, a in front:  # the graphics (and desk) in front of the presenter: a = what shows through
-            part = box[:, :, rows, cols]
-            part.mul_(a).add_(pre)
-        region = out[:, y0:y0 + p, x0:x0 + p]
-        region.copy_(box.clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
+        ce = c // len(self.boxes)  # each presenter's channels (a two-shot: the cast's frames side by side)
+        fronts = self._front_fixed() if fixed else self.cur.front
+        for i, x0 in enumerate(self.boxes):
+            if self._video is not None:
+                behind = out[:, y0:y0 + p, x0:x0 + p].permute(0, 3, 1, 2).float().add_(0.5)
+            else:
+                behind = self.cur_behind[i:i + 1]
+            rgb = frames[:, i * ce:i * ce + 3]  # presenter and set both carry +0.5, so truncation to uint8 rounds
+            if ce == 4 and not self.framed:
+                alpha = frames[:, i * ce + 3:i * ce + 4].mul(self._sides).clamp_(0, 1)
+            else:
+                alpha = self._edge
+            box = torch.lerp(behind, rgb, alpha)
+            for (rows, cols), pre, a in fronts[i]:  # the graphics (and desk) in front of it: a = what shows through
+                part = box[:, :, rows, cols]
+                part.mul_(a).add_(pre)
+            region = out[:, y0:y0 + p, x0:x0 + p]
+            region.copy_(box.clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
         if fixed or self._ticker_on:
             tx0, ty0, tx1, ty1 = self.geo.ticker_box
             out[:, ty0:ty1].copy_(self.cur_band.index_select(0, at))
@@ -281,19 +298,21 @@ class ProgramCompositor:
         return out.permute(0, 3, 1, 2)
 
     def _front_fixed(self) -> list:
-        """The front layer over the whole box, from fixed buffers (CUDA: the same ops for every selection)."""
-        p, y0, x0 = self.fmt.presenter_px, self.y0, self.x0
+        """The front layer over each whole box, from fixed buffers (CUDA: the same ops for every selection)."""
+        p = self.fmt.presenter_px
+        nb = len(self.boxes)
         if getattr(self, "_front_pre", None) is None:
-            self._front_pre = torch.zeros((1, 3, p, p), device=self.device)
-            self._front_a = torch.ones((1, 1, p, p), device=self.device)
+            self._front_pre = torch.zeros((nb, 1, 3, p, p), device=self.device)
+            self._front_a = torch.ones((nb, 1, 1, p, p), device=self.device)
         if getattr(self, "_front_key", None) != self._key:
             self._front_pre.zero_()
             self._front_a.fill_(1.0)
-            for (rows, cols), pre, a in self.cur.front:
-                self._front_pre[:, :, rows, cols].copy_(pre)
-                self._front_a[:, :, rows, cols].copy_(a)
+            for i, runs in enumerate(self.cur.front):
+                for (rows, cols), pre, a in runs:
+                    self._front_pre[i][:, :, rows, cols].copy_(pre)
+                    self._front_a[i][:, :, rows, cols].copy_(a)
             self._front_key = self._key
-        return [((slice(0, p), slice(0, p)), self._front_pre, self._front_a)]
+        return [[((slice(0, p), slice(0, p)), self._front_pre[i], self._front_a[i])] for i in range(nb)]
 
     def close(self) -> None:
         if self._video is not None:

@@ -148,7 +148,8 @@ class Core:
         self.cuda = self.device.type == "cuda"
         w, h = settings.output_size
         presenter = generators.presenter_px
-        self.fmt = ProgramFormat(width=w, height=h, fps=settings.fps, layout=settings.layout, presenter_px=presenter)
+        self.fmt = ProgramFormat(width=w, height=h, fps=settings.fps, layout=settings.layout, presenter_px=presenter,
+                                 rows=settings.cast_size, cast_layout=settings.cast_layout)
         self._outputs: list[Output] = list(outputs)
         self._outputs_lock = threading.Lock()
         self._opts = settings.optimizations

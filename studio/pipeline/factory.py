@@ -24,8 +24,15 @@ FRAME_RATES = (25.0, 30.0, 50.0, 60.0)
 
 
 def presenter_px(settings: CoreSettings) -> int:
-    """The square presenter's size: its own size, or the canvas height on a 16:9 canvas."""
-    return settings.canvas_height_px if settings.layout is Layout.CANVAS else settings.size_px
+    """The square presenter's size: its own size, or the canvas height on a 16:9 canvas (a two-shot: the canvas
+    width shared by the cast, each anchor sized alike)."""
+    if settings.layout is not Layout.CANVAS:
+        return settings.size_px
+    h = settings.canvas_height_px
+    if settings.two_shot:
+        w = settings.output_size[0]
+        return min(h, w // settings.cast_size) // 2 * 2
+    return h
 
 
 def default_optimizations(device: str, engine: str = "builtin") -> frozenset[Optimization]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from studio.contracts import Chunk, Layout, Output, ProgramBatch, ProgramFormat
+from studio.contracts import CastLayout, Chunk, Layout, Output, ProgramBatch, ProgramFormat
 from studio.pipeline.settings import CoreSettings, Optimization
 
 O = Optimization
@@ -95,6 +95,8 @@ class PostStage:
             self.frames_interpolated += self.flow.frames_interpolated - before
         if frames.shape[-1] != p:
             frames = self.upscaler(p).process(frames, chunk)
+        if self.fmt.rows > 1:
+            frames = self.cast_picture(frames, chunk.on_air.speaker)
         if self.fmt.layout is Layout.CANVAS:
             self.open_canvas().select(chunk.on_air.title, chunk.on_air.row, chunk.slots)
         need_rgb = any(o.needs_rgb for o in outputs) or not outputs
@@ -142,6 +144,19 @@ class PostStage:
             return batch, ev0.elapsed_time(ev1)
         return batch, (time.perf_counter() - t0) * 1e3
 
+    def cast_picture(self, frames: torch.Tensor, speaker: int) -> torch.Tensor:
+        """A cast's frames (K x rows*C x p x p, each anchor's channels in turn) as the layout shows them: cut to the
+        speaker (K x C x p x p); a two-shot on the canvas as they are (the canvas sets each in its box); a square
+        two-shot side by side (K x 3 x p x rows*p)."""
+        rows = self.fmt.rows
+        c = frames.shape[1] // rows
+        if self.fmt.cast_layout is CastLayout.CUT:
+            i = min(max(speaker, 0), rows - 1)
+            return frames[:, i * c:(i + 1) * c]
+        if self.fmt.layout is Layout.CANVAS:
+            return frames
+        return torch.cat([frames[:, i * c:i * c + 3] for i in range(rows)], 3)
+
     @property
     def canvas(self):
         """The canvas once a chunk or the warm-up opened it, else None."""
@@ -151,7 +166,7 @@ class PostStage:
         if self._canvas is None:
             from studio.pipeline.post import Canvas
 
-            framed = self.frame_channels() != 4 or not getattr(self._canvas_style, "use_matte", True)
+            framed = self.frame_channels() != 4 * self.fmt.rows or not getattr(self._canvas_style, "use_matte", True)
             self._canvas = Canvas(self._canvas_style, framed=framed)
             self._canvas.open(self.fmt, str(self.device))
         return self._canvas

@@ -102,8 +102,7 @@ def _anchor_with_progress(req: RenderRequest, output_px: int) -> Generator[Rende
 def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = lambda: False
                    ) -> Generator[RenderProgress, None, RenderResult]:
     """Render one segment to ``req.out_path`` (see the module docstring)."""
-    from studio.encode.recorder import RecorderOutput
-    from studio.pipeline.factory import make_core, presenter_px
+    from studio.pipeline.factory import presenter_px
     from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.sources import ProgramSource, item_from_audio
 
@@ -148,12 +147,23 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
             feed.cancel()
         raise StudioError("Render cancelled.")
 
-    t0 = time.perf_counter()
-    s = req.core
     source = ProgramSource([item])
     if feed is not None:
         feed.attach(source)
-    motion = ProgramMotion(audio_engine=req.audio_engine, seed=s.seed)
+    motion = ProgramMotion(audio_engine=req.audio_engine, seed=req.core.seed)
+    return (yield from run_program(req, anchor, source, motion, feed, warnings, stage, cpu, c0, abort))
+
+
+def run_program(req: RenderRequest, anchor, source, motion, feed, warnings: tuple[str, ...], stage: dict, cpu: dict,
+                c0: float, abort: Callable[[], bool] = lambda: False) -> Generator[RenderProgress, None, RenderResult]:
+    """The core over ``source`` (its items placed) with ``motion``, into the file and the streams of ``req``; the
+    anchor pack (a cast: the packs in cast order). ``stage`` / ``cpu``: the seconds measured so far, ``c0``: the
+    process time they were counted from."""
+    from studio.encode.recorder import RecorderOutput
+    from studio.pipeline.factory import make_core
+
+    t0 = time.perf_counter()
+    s = req.core
     # the file and every stream share one encode (the streams' settings are the same)
     recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
                               settings=req.encode or render_encode_settings(s))
@@ -169,10 +179,11 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         style = CanvasStyle(background_image=req.canvas_background)
     core = make_core(source, motion, s, anchor, [recorder, *req.streams], weights_dir=req.weights_dir,
                      canvas_style=style)
-    matte = getattr(anchor, "matte", None)
-    if s.layout is Layout.CANVAS and matte is not None and matte.poor:
-        log.warning("%s", matte.note)
-        warnings = (*warnings, matte.note)
+    for pack in (anchor if isinstance(anchor, (tuple, list)) else (anchor,)):
+        matte = getattr(pack, "matte", None)
+        if s.layout is Layout.CANVAS and matte is not None and matte.poor:
+            log.warning("%s", matte.note)
+            warnings = (*warnings, matte.note)
     _open_outputs(core, [recorder, *req.streams])
     stage["setup"] = time.perf_counter() - t0
     cpu["prepare"] = time.process_time() - c0  # the anchor, the first speech and the setup

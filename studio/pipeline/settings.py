@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from studio.contracts import Layout
+from studio.contracts import CastLayout, Layout
 
 
 class Optimization(enum.Enum):
@@ -77,13 +77,23 @@ class CoreSettings:
         "help": "auto (bf16 for the neural engines on a GPU, fp32 otherwise: the built-in renderer keeps fp32 "
                 "geometry), fp32, fp16 or bf16"})
     seed: int = 0
+    cast_size: int = field(default=1, metadata={"help": "Anchors on the programme: rows of one generator call"})
+    cast_layout: CastLayout = field(default=CastLayout.TWO_SHOT, metadata={
+        "help": "A cast of several: all side by side (two-shot / roundtable), or cut to the speaker"})
+
+    @property
+    def two_shot(self) -> bool:
+        """Several anchors shown side by side."""
+        return self.cast_size > 1 and self.cast_layout is CastLayout.TWO_SHOT
 
     @property
     def output_size(self) -> tuple[int, int]:
-        """(width, height) of the program picture."""
+        """(width, height) of the program picture (square layout, two-shot: the anchors' squares side by side)."""
         if self.layout is Layout.CANVAS:
             h = self.canvas_height_px
             return (h * 16 // 9 + (h * 16 // 9) % 2, h)
+        if self.two_shot:
+            return (self.size_px * self.cast_size, self.size_px)
         return (self.size_px, self.size_px)
 
     def has(self, opt: Optimization) -> bool:

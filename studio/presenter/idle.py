@@ -122,6 +122,11 @@ class IdleMotion:
         self._n_nods += 1
         self._nods.append(_Nod(t_s, pitch, brow))
 
+    @property
+    def nod_count(self) -> int:
+        """Nods placed so far (``nod`` calls closer than NOD_MIN_GAP_S to the last one place none)."""
+        return self._n_nods
+
     def frame(self, t_s: float, speaking: bool = False) -> np.ndarray:
         """Idle coefficients (N_COEFFS,) float32 at ``t_s``: blinks, brow, head angles and shifts."""
         return self._frame(t_s, 1.0 if speaking else 0.0)

@@ -149,6 +149,33 @@ def test_render_makes_its_frames_in_the_core(watch: Watch, tmp_path: Path) -> No
     assert info.n_video_frames == sum(c.frames for c in calls) == 30  # every frame of the file, made once
 
 
+def test_render_rundown_makes_a_casts_frames_in_the_core(watch: Watch, tmp_path: Path) -> None:
+    """A rundown with a cast of two: both anchors are rows of the core's calls, one call per chunk."""
+    import json
+
+    from PIL import Image
+
+    from studio.cli import main
+    from studio.encode import probe_mp4
+    from studio.presenter.anchor import default_portrait
+
+    Image.fromarray(np.ascontiguousarray(default_portrait()[:, ::-1])).save(tmp_path / "b.png")
+    rundown = tmp_path / "r.json"
+    rundown.write_text(json.dumps({"cast": {"A": {"voice": "espeak:en-us"}, "B": {"portrait": "b.png"}},
+                                   "segments": [{"text": "Good evening.", "anchor": "A", "voice": "espeak:en-us"},
+                                                {"text": "Thank you.", "anchor": "B", "voice": "espeak:en-us"}]}))
+    watch.driver = "rundown"
+    out = tmp_path / "rundown.mp4"
+    rc = main(["render", "--rundown", str(rundown), "--engine", ENGINE, "--size", "64", "--device", "cpu",
+               "--out", str(out)])
+    assert rc == 0
+    calls = watch.of("rundown")
+    _assert_through_core(calls)
+    info = probe_mp4(out)
+    assert info.n_video_frames == sum(c.frames for c in calls) > 0
+    assert (info.width, info.height) == (128, 64)  # the two anchors side by side
+
+
 class FakeMic:
     """Stands in for MicCapture: a voice-like tone into the ring in 10 ms blocks at the pace of a sound card."""
 

@@ -1,0 +1,122 @@
+"""``render --rundown``: a whole rundown as one programme through the core, its segments in order.
+
+Each segment is spoken by its anchor's voice (the cast member's, else the segment's own) and placed on one timeline
+with a pause after it; what is on air names the segment's title, row and speaker. A cast of two or more is one
+generator call a chunk, its anchors the rows (``studio.presenter.cast_warp``), each with its own motion
+(``studio.pipeline.cast_motion``): the speaker's row driven by the speech, the others listening. The picture is a
+two-shot (all on the set side by side) or cuts to the speaker; the speaker's name strap shows. A rundown without a
+cast is one anchor, as before.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from dataclasses import replace
+from pathlib import Path
+
+from studio.contracts import CastLayout, OnAir
+from studio.errors import StudioError
+from studio.pipeline.render import RenderProgress, RenderRequest, RenderResult, run_program
+
+PAUSE_AFTER_SEGMENT_S = 0.5
+
+
+def programme_settings(core, cast_size: int, layout: CastLayout):
+    """The core's settings for a cast of ``cast_size`` shown as ``layout``."""
+    return replace(core, cast_size=max(1, cast_size), cast_layout=layout)
+
+
+def check_rundown(path: Path) -> tuple[list, tuple]:
+    """The rundown's segments and cast, every speaker, portrait and voice checked (before any work)."""
+    from studio.pipeline.cast import check_portraits
+    from studio.pipeline.rundown import load_cast, load_rundown
+    from studio.speech import check_request
+    from studio.errors import InputError
+
+    segments = load_rundown(path)
+    if not segments:
+        raise InputError(f"{path.name} has no segments: add at least one.")
+    cast = load_cast(path)
+    check_portraits(cast)
+    for seg in segments:
+        check_request(seg.text, _voice(seg, cast))
+    return segments, cast
+
+
+def _voice(seg, cast) -> str:
+    from studio.pipeline.cast import speaker_index
+
+    if not cast:
+        return seg.voice
+    return cast[speaker_index(cast, seg.anchor)].voice or seg.voice
+
+
+def segment_item(segments, cast, i: int, warnings: list[str] | None = None):
+    """Segment ``i`` spoken by its anchor's voice, as a program item (with the pause after it) whose on-air names
+    its title, row and speaker."""
+    from studio.pipeline.cast import speaker_index
+    from studio.pipeline.sources import item_from_utterance
+    from studio.speech import synthesize
+
+    seg = segments[i]
+    who = speaker_index(cast, seg.anchor) if cast else 0
+    utt = synthesize(seg.text, _voice(seg, cast))
+    if warnings is not None:
+        warnings.extend(utt.warnings)
+    return item_from_utterance(utt, OnAir(title=seg.title, row=i, speaker=who), PAUSE_AFTER_SEGMENT_S)
+
+
+def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastLayout.TWO_SHOT,
+                   abort: Callable[[], bool] = lambda: False) -> Generator[RenderProgress, None, RenderResult]:
+    """Render the rundown at ``rundown`` to ``req.out_path`` (see the module docstring)."""
+    from studio.graphics.look import CanvasStyle, Graphics
+    from studio.pipeline.cast import speaker_index
+    from studio.pipeline.factory import presenter_px
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.rundown import load_programme_graphics
+    from studio.pipeline.sources import ProgramSource
+    from studio.presenter.anchor import build_anchor
+
+    segments, cast = check_rundown(rundown)
+    core = programme_settings(req.core, len(cast), layout)
+    stage: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    members = cast or (None,)
+    packs = []
+    for i, m in enumerate(members):
+        yield RenderProgress("anchor", i / len(members), f"anchor {i + 1} of {len(members)}")
+        portrait = m.portrait if m is not None else req.anchor_path
+        packs.append(build_anchor(portrait, output_px=presenter_px(core), name=m.name if m is not None else None))
+    stage["anchor"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    items: list = []
+    warnings: list[str] = []
+    for i, seg in enumerate(segments):
+        if abort():
+            raise StudioError("Render cancelled.")
+        yield RenderProgress("speech", i / len(segments), f"segment {i + 1} of {len(segments)}: {seg.title}")
+        items.append(segment_item(segments, cast, i, warnings))
+    stage["speech"] = time.perf_counter() - t0
+
+    style = req.canvas_style or CanvasStyle()
+    base = load_programme_graphics(rundown)
+    seg_graphics = []
+    for seg in segments:  # the speaker's name strap, unless the segment names another
+        g = seg.graphics or Graphics()
+        if cast:
+            g = g.over(Graphics(name=cast[speaker_index(cast, seg.anchor)].name))
+        seg_graphics.append(g)
+    style = replace(style, graphics=style.graphics.over(base), segments=tuple(seg_graphics))
+    req = replace(req, core=core, canvas_style=style, title="")
+    motion = ProgramMotion(audio_engine=req.audio_engine, seed=core.seed)
+    if len(cast) > 1:
+        from studio.pipeline.cast_motion import CastMotion
+
+        motion = CastMotion(len(cast), audio_engine=req.audio_engine, seed=core.seed)
+    anchor = tuple(packs) if len(packs) > 1 else packs[0]
+    return (yield from run_program(req, anchor, ProgramSource(items), motion, None, tuple(warnings), stage, cpu, c0,
+                                   abort))
