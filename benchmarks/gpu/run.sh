@@ -3,7 +3,7 @@
 # From the repository root, after benchmarks/gpu/make_bundles.sh has made .gpu_home and .whl on a CPU machine
 # (the GPU machine needs neither network nor TTS; carry both folders):
 #
-#     bash benchmarks/gpu/run.sh [core|dit|dit-row|startup|tests|picture]
+#     bash benchmarks/gpu/run.sh [core|dit|dit-row|firstframe|startup|tests|picture]
 #
 #   core (default)  the optimizations ablation at 1920x1080, 60 fps (`main.py bench --device cuda`), RGB -> NV12 on
 #                   the GPU against the CPU (`studio.encode.check nv12`), the leaderboard of the engines that fit in
@@ -12,6 +12,9 @@
 #                   SPAN, RIFE, by CUDA events)
 #   dit-row         the leaderboard row of the Wan 1.3B engine (TAEHV decoder, fp8 DiT linears, key stride 4) with
 #                   each flag's share; alone in its call (two compiles of the DiT)
+#   firstframe      the Wan 1.3B engine's time to the first frame and throughput, whole windows against its
+#                   streaming form, on the dit-row's form (TAEHV, fp8 DiT linears, 288 px, CUDA graphs, key stride 4):
+#                   the engine alone and in the core (benchmarks/gpu/first_frame.py; its compile is most of the call)
 #   startup         `render --device cuda --canvas 1080p --fps 60` of a 10-s clip (the bench program's audio), twice
 #                   on a fresh copy of the data folder (no TorchInductor cache): the first run compiles and fills the
 #                   cache, the second loads it; each prints its stage seconds and its time to the first frame
@@ -65,6 +68,9 @@ case $SUITE in
   picture)
     step matte_graphics_1080p60 200 python3 benchmarks/matte_graphics_cost.py --device cuda --canvas 1080 --fps 60 \
       --json "$O/matte_graphics_cost.json" ;;
+  firstframe)
+    step first_frame 250 python3 benchmarks/gpu/first_frame.py --program $PROGRAM --budget-s 200 \
+      --json "$O/first_frame.json" ;;
   dit-row)
     step leaderboard_dit 585 $LB --repeats 1 --key-stride 4 --engines wan2.1-1.3b-taehv-fp8 --json "$O/leaderboard_dit.json" ;;
   startup)
@@ -86,7 +92,7 @@ PY
       grep -E "^wrote|^stage seconds" "$O/startup_$i.log"
     done
     du -sh "$FRESH/cache/inductor" 2>/dev/null ;;
-  *) echo "run.sh: unknown suite '$SUITE' (core, dit, dit-row, startup, tests or picture)"; exit 2 ;;
+  *) echo "run.sh: unknown suite '$SUITE' (core, dit, dit-row, firstframe, startup, tests or picture)"; exit 2 ;;
 esac
 python3 - "$O" <<'PY'
 import json, sys

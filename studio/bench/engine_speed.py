@@ -52,6 +52,8 @@ def _sync(device: torch.device) -> None:
 
 def measure(name: str, size_px: int, device: str, precision: str, batch: int, repeats: int, warmup: int = 2) -> dict:
     gen = GENERATORS.create(name)
+    if gen.info.stream_windows:  # whole windows, one a call (the streaming form: benchmarks/gpu/first_frame.py)
+        gen = GENERATORS.create(name, stream_first_latents=0)
     info = gen.info
     dev = torch.device(device)
     if dev.type == "cuda":

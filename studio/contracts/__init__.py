@@ -31,8 +31,8 @@ Frames are ``N x 3 x H x W`` float tensors in 0..255 on the generator's device u
 from studio.contracts.chunk import Chunk, ProgramBatch
 from studio.contracts.formats import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, CastLayout, Layout, OnAir,
                                        ProgramFormat)
-from studio.contracts.generator import (AudioFeatureSpec, CompileTarget, Generator, GeneratorInfo, GeneratorSettings,
-                                        InterpolationKind)
+from studio.contracts.generator import (STREAM_FIRST_LATENTS, AudioFeatureSpec, CompileTarget, Generator,
+                                        GeneratorInfo, GeneratorSettings, InterpolationKind)
 from studio.contracts.output import Output, OutputState, OutputStats, RateMeter
 from studio.contracts.registry import GENERATORS, Registry
 from studio.contracts.roles import MotionSource, Pacing, PostProcessor, Source
@@ -41,5 +41,5 @@ __all__ = [
     "ANALYSIS_RATE_HZ", "GENERATORS", "PROGRAM_RATE_HZ", "AudioFeatureSpec", "Chunk", "CompileTarget", "Generator",
     "CastLayout", "GeneratorInfo", "GeneratorSettings", "InterpolationKind", "Layout", "MotionSource", "OnAir", "Output",
     "OutputState", "OutputStats", "Pacing", "PostProcessor", "ProgramBatch", "ProgramFormat", "RateMeter", "Registry",
-    "Source",
+    "STREAM_FIRST_LATENTS", "Source",
 ]

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     import torch
 
 
+STREAM_FIRST_LATENTS = 3  # the default short first window of a window engine's stream: 9 of its 81 frames
+
+
 class InterpolationKind(enum.Enum):
     """How a generator's in-between frames are made when keyframes + interpolation is on."""
 
@@ -52,6 +55,11 @@ class GeneratorInfo:
     #   same size (the factory takes ``field_divisor`` and ``max_interp_error_px_at_512``)
     pastes_face: bool = False  # makes a face crop at native_px, pasted into a frame of any size_px
     cuda_precision: str = "bf16"  # what precision "auto" means on a GPU (tensor cores for the neural engines)
+    # a window engine's streaming form: its factory takes ``stream_first_latents`` (latent frames of a stream's short
+    # first window, 0: whole windows); ``first_window_frames`` is what that first window makes (0: a whole window),
+    # and a run's first chunk asks for no more frames than that, so that the first frame waits for it alone
+    stream_windows: bool = False
+    first_window_frames: int = 0
 
     @property
     def any_size(self) -> bool:
@@ -134,6 +142,11 @@ class Generator(abc.ABC):
         next contiguous span (``carry`` None: start afresh)."""
         raise NotImplementedError(f"{self.info.name} makes no motion-space in-betweens (its interpolation is "
                                   f"{self.info.interpolation.value})")
+
+    def new_stream(self) -> None:
+        """A new program starts (the core calls it before a run's first chunk for this engine): frames made ahead
+        and state carried from the previous call belong to the old one and are dropped; a window engine starts again
+        with its first window (the short one where it streams)."""
 
     def counts(self) -> tuple[int, int, int]:
         """Frames ``render_span`` has made so far: (generated in full, interpolated, fallen back to full)."""

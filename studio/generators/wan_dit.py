@@ -29,6 +29,12 @@ release; none is read yet, so ``open`` with a weights folder loads and checks th
 ModelLoadError that says so. The engine runs as a timing twin (the DiT, the VAE decoder and the conditioning with
 their real shapes and random weights).
 
+Streaming (``stream_first_latents``, ``studio.generators.windows``): a stream starts with a short window (3 latent
+frames, 9 output frames, by default) and every later window is given the previous one's last latent frame as a known
+frame of the InP conditioning, so that the first frame waits for a ninth of a window's tokens and the windows follow
+on; 0 gives whole windows, each on its own. The short window is a CUDA graph of its own, not compiled by TorchInductor
+(it runs once a stream; compiling it would cost another compile of the DiT at every start-up).
+
 Two options of the engine, each a registered variant whose label says it (``variant_info``):
 - ``decoder``: the Wan VAE's decoder (the release's) or TAEHV's tiny decoder (``studio.generators.taehv``, the
   release ``taew2_1.pth``, MIT), which decodes the same latents with far fewer operations and less fidelity;
@@ -50,12 +56,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from studio.errors import ModelLoadError
+from studio.errors import InputError, ModelLoadError
 from studio.generators.audio_encoders import Wav2Vec2Base
 from studio.generators.common import NeuralGenerator, to_size
 from studio.generators.taehv import TAEHV_WEIGHTS, TAEHVDecoder, load_taehv
 from studio.generators.weights import default_dtype, load_strict, read_state, require_file, seeded
-from studio.contracts import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
+from studio.generators.windows import WindowPlan, WindowSchedule, frames_of
+from studio.contracts import GENERATORS, STREAM_FIRST_LATENTS, CompileTarget, GeneratorInfo, InterpolationKind
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +76,8 @@ TEXT_TOKENS = 512
 CLIP_TOKENS = 257
 DIT_WEIGHTS = "transformer/diffusion_pytorch_model.safetensors"
 FP8_LABEL = "fp8 (rowwise) DiT linears"
+MASK_CHANNELS = 4  # of the InP conditioning: 1 where a latent frame is given (Wan 2.1 I2V's mask), then its latent
+CONTEXT_LATENTS = 1  # latent frames of the previous window each later window of a stream is given
 
 
 class VideoDecoder(enum.Enum):
@@ -366,15 +375,18 @@ def fp8_dit_linears(dit: WanAudioDiT) -> int:
     return len(chosen)
 
 
-def variant_info(base: GeneratorInfo, decoder: VideoDecoder, fp8_linears: bool) -> GeneratorInfo:
-    """The facts of the engine with its options: its own registry name and a label that says them."""
+def variant_info(base: GeneratorInfo, decoder: VideoDecoder, fp8_linears: bool, first_window_frames: int = 0
+                 ) -> GeneratorInfo:
+    """The facts of the engine with its options: its own registry name and a label that says them (and the frames
+    of its stream's first window, which the core reads)."""
     name, label, weights, licence = base.name, base.label, base.weights, base.licence
     if decoder is VideoDecoder.TAEHV:
         name, label = f"{name}-taehv", f"{label}, tiny decoder (TAEHV)"
         weights, licence = weights + (TAEHV_WEIGHTS,), f"{licence}; MIT (TAEHV)"
     if fp8_linears:
         name, label = f"{name}-fp8", f"{label}, {FP8_LABEL}"
-    return replace(base, name=name, label=label, weights=weights, licence=licence)
+    return replace(base, name=name, label=label, weights=weights, licence=licence,
+                   first_window_frames=first_window_frames)
 
 
 def shifted_sigmas(steps: int, shift: float = SHIFT) -> list[float]:
@@ -387,31 +399,35 @@ class WanDiTGenerator(NeuralGenerator):
         name="wan2.1-1.3b", label="EchoMimicV3-flash (Wan2.1 1.3B DiT)",
         family="video DiT (flow matching, 8 steps x 2 CFG)",
         native_px=1024, pyramidal_px=288, audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW,
-        batch_sizes=(WINDOW_FRAMES,), compile_backends=("inductor", "cuda_graphs"),
+        batch_sizes=(WINDOW_FRAMES,), compile_backends=("inductor", "cuda_graphs"), stream_windows=True,
         weights=(DIT_WEIGHTS,), licence="Apache-2.0 (EchoMimicV3 and Wan2.1)",
         needs_gpu_reason="one 81-frame window is 8 steps x 2 passes of a 1.9 G-parameter DiT over 6,804 to 86,016 "
                          "tokens plus a video VAE decode: minutes on a 2-core CPU")
     config = WAN_1_3B
     audio_dirs = ("chinese-wav2vec2-base",)  # the flash release's
-    compiled_targets = frozenset({"dit"})  # its norms, modulation and RoPE fused (1.74 -> 0.89 s a window, H100)
+    # the DiT at the window's shape: its norms, modulation and RoPE fused (1.74 -> 0.89 s a window, H100); the short
+    # first window ("dit_first") is graphed uncompiled (module docstring)
+    compiled_targets = frozenset({"dit"})
     requires = ("diffusers", "transformers", "safetensors")
     loads_weights = False  # the Wan VAE and the prompt / image encoders are not read yet (module docstring)
 
     def __init__(self, config: WanConfig | None = None, steps: int = STEPS, latent_frames: int = LATENT_FRAMES,
                  vae_config: dict | None = None, decoder: VideoDecoder = VideoDecoder.WAN_VAE,
-                 fp8_linears: bool = False) -> None:
+                 fp8_linears: bool = False, stream_first_latents: int = STREAM_FIRST_LATENTS,
+                 context_latents: int = CONTEXT_LATENTS) -> None:
         super().__init__()
         self.cfg = config or self.config
         self.steps = steps
         self.latent_frames = latent_frames
-        self.window_frames = 4 * (latent_frames - 1) + 1
+        self.window_frames = frames_of(latent_frames)
+        self.schedule = WindowSchedule(latent_frames, stream_first_latents, context_latents)
+        self.opened_first_latents = stream_first_latents  # the short window the opened form has graphs for
         self.vae_config = {"base_dim": self.cfg.vae_base_dim, "z_dim": 16, **(vae_config or {})}
         self.decoder = decoder
         self.fp8_linears = fp8_linears
         self.fp8_count = 0  # linears converted to fp8 by ``open``
         self.fp8_note = "not opened yet"  # why they were not ("" once they are)
-        if decoder is not VideoDecoder.WAN_VAE or fp8_linears:
-            self.info = variant_info(type(self).info, decoder, fp8_linears)
+        self.info = variant_info(type(self).info, decoder, fp8_linears, self.schedule.first_window_frames)
 
     @property
     def precision_label(self) -> str:
@@ -457,6 +473,14 @@ class WanDiTGenerator(NeuralGenerator):
             torch.nn.Module.to(self.vae, self.device, self.dtype).eval()
             decode = self._decode
         self.fns = {"dit": self.dit, "vae_decoder": decode}
+        self.opened_first_latents = self.schedule.first_latents
+        if self._short_first:
+            self.fns["dit_first"] = self.dit  # the short first window's shapes (``_capture_graphs``)
+
+    @property
+    def _short_first(self) -> bool:
+        """A stream starts with a window shorter than the others (a DiT call of another shape)."""
+        return 0 < self.schedule.first_latents < self.latent_frames
 
     def _decode(self, z: torch.Tensor) -> torch.Tensor:
         """1 x 16 x F x h x w -> 1 x 3 x (4 (F - 1) + 1) x 8h x 8w in -1..1."""
@@ -481,72 +505,144 @@ class WanDiTGenerator(NeuralGenerator):
             self.noise = torch.randn((1, d.out_dim, self.latent_frames, h, h), device=dev, dtype=dt)
         self.context = self.dit.context(text, clip)  # 1 x 769 x C
         self.sigmas = shifted_sigmas(self.steps)
-        self.ahead = torch.zeros((0, 3, s, s), device=dev)  # frames generated, not yet handed out
-        self.pending = torch.zeros((0, d.audio_layers, d.audio_dim), device=dev)  # audio of frames from ``made`` on
+        self.new_stream()
+
+    def new_stream(self) -> None:
+        """The next window is a stream's first (``Generator.new_stream``): what was made ahead, the audio waiting for
+        its window and the context carried between windows are dropped."""
+        d, s = self.cfg, self.settings.size_px
+        self.ahead = torch.zeros((0, 3, s, s), device=self.device)  # frames generated, not yet handed out
+        self.pending = torch.zeros((0, d.audio_layers, d.audio_dim), device=self.device)  # audio of frames from made on
         self.fed = 0  # frames whose audio has arrived
-        self.made = 0  # frames generated (whole windows)
+        self.made = 0  # frames generated
+        self.windows = 0  # windows run in this stream
+        # streaming: the last window's last latent frames (1 x 16 x k x h x w) and the audio of the frames they show
+        self.tail: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def set_first_window(self, latents: int) -> None:
+        """From the next stream on: a short first window of ``latents`` latent frames, or whole windows (0), so that
+        a benchmark runs both schedules on one opened form. A short window of another size than the form was opened
+        with has no CUDA graph there, and is refused."""
+        schedule = WindowSchedule(self.latent_frames, latents, self.schedule.context_latents)
+        short = 0 < latents < self.latent_frames
+        if short and self.settings.cuda_graphs and latents != self.opened_first_latents:
+            raise InputError(f"{self.info.label}: this form has no CUDA graph of a {latents}-latent first window: "
+                             "open one with that stream_first_latents.")
+        if short:
+            self.fns.setdefault("dit_first", self.dit)
+        self.schedule = schedule
+        self.info = replace(self.info, first_window_frames=schedule.first_window_frames)
 
     def audio_windows(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """window_frames x 12 x 768 -> the first latent frame's 1 x 5 windows and the others' (F - 1) x 8 (the
+        """frames_of(F) x 12 x 768 -> the first latent frame's 1 x 5 windows and the others' (F - 1) x 8 (the
         release's 5-frame windows, clamped at the edges, and its ``get_ai2v_audio``)."""
         n = feats.shape[0]
         half = AUDIO_WINDOW // 2
         idx = (torch.arange(n)[:, None] + torch.arange(-half, half + 1)[None]).clamp(0, n - 1).to(feats.device)
         win = feats[idx]  # n x 5 x 12 x 768
         first = win[:1][None]  # 1 x 1 x 5 x 12 x 768
-        groups = win[1:].view(-1, 4, AUDIO_WINDOW, *feats.shape[1:])  # (F - 1) x 4 x 5 x 12 x 768
+        groups = win[1:].view((n - 1) // 4, 4, AUDIO_WINDOW, *feats.shape[1:])  # (F - 1) x 4 x 5 x 12 x 768
         latter = torch.cat([groups[:, 0, :half + 1], groups[:, 1:-1, half], groups[:, -1, half:]], dim=1)
         return first, latter[None]  # ..., 1 x (F - 1) x 8 x 12 x 768
 
     def run_window(self, feats: torch.Tensor) -> torch.Tensor:
-        """One window: window_frames x 12 x 768 audio -> window_frames x 3 x S x S frames, 0..255."""
-        video = self.fns["vae_decoder"](self.denoise(feats))  # 1 x 3 x W x H x W
+        """One whole window on its own: window_frames x 12 x 768 audio -> window_frames x 3 x S x S frames, 0..255."""
+        return self._frames(self.fns["vae_decoder"](self.denoise(feats)))
+
+    def _frames(self, video: torch.Tensor) -> torch.Tensor:
+        """The decoder's 1 x 3 x T x H x W in -1..1 -> T x 3 x S x S, 0..255."""
         frames = ((video[0].transpose(0, 1).float() + 1) * 127.5).clamp(0, 255)
         return to_size(frames, self.settings.size_px)
 
-    def denoise(self, feats: torch.Tensor) -> torch.Tensor:
-        """The DiT's steps over one window: window_frames x 12 x 768 audio -> 1 x 16 x F x h x w latents."""
+    def denoise(self, feats: torch.Tensor, given: torch.Tensor | None = None) -> torch.Tensor:
+        """The DiT's steps over one window: frames_of(F) x 12 x 768 audio -> 1 x 16 x F x h x w latents (F from the
+        audio's length). ``given``: 1 x 16 x k x h x w latents of its first k latent frames, known frames of the InP
+        conditioning (mask 1, their latents), as the portrait's frame is in the release's image-to-video run."""
+        f = (feats.shape[0] - 1) // 4 + 1
         first, latter = self.audio_windows(feats.to(self.device, self.dtype))
         first2 = torch.cat([first, torch.zeros_like(first)])  # guidance: audio on / off (the release's zeros)
         latter2 = torch.cat([latter, torch.zeros_like(latter)])
         ctx2 = self.context.expand(2, -1, -1)
-        x = self.noise
+        x, y = self.noise[:, :, :f], self.y[:, :, :f]
+        if given is not None:
+            k = given.shape[2]
+            y = y.clone()
+            y[:, :MASK_CHANNELS, :k] = 1.0
+            y[:, MASK_CHANNELS:, :k] = given
+        dit = self.fns["dit"] if f == self.latent_frames else self.fns["dit_first"]
         for s0, s1 in zip(self.sigmas[:-1], self.sigmas[1:]):
-            inp = torch.cat([x, self.y], dim=1).expand(2, -1, -1, -1, -1)
+            inp = torch.cat([x, y], dim=1).expand(2, -1, -1, -1, -1)
             t = torch.full((2,), s0 * 1000.0, device=self.device)
-            v = self.fns["dit"](inp, t, ctx2, first2, latter2)
+            v = dit(inp, t, ctx2, first2, latter2)
             v = v[1:] + 2.0 * (v[:1] - v[1:])  # audio guidance 2
             x = x + (s1 - s0) * v
         return x
 
+    def _next_window(self) -> torch.Tensor:
+        """The stream's next window (``self.schedule``) on the audio that has arrived for its new frames (the rest of
+        them silent) -> its new frames, N x 3 x S x S, 0..255."""
+        plan: WindowPlan = self.schedule.plan(self.windows)
+        n = plan.new_frames
+        feats = self.pending[:n]
+        feats = torch.cat([feats, feats.new_zeros(n - feats.shape[0], *feats.shape[1:])])
+        self.pending = self.pending[n:]
+        self.made += n
+        self.windows += 1
+        if not self.schedule.streaming:
+            return self.run_window(feats)
+        given = None
+        if plan.context:
+            given, heard = self.tail
+            feats = torch.cat([heard, feats])  # the window's audio from its first frame, the context's
+        z = self.denoise(feats, given)
+        k = self.schedule.context_latents
+        self.tail = (z[:, :, -k:].clone(), feats[feats.shape[0] - frames_of(k):])
+        return self._frames(self.fns["vae_decoder"](z))[plan.skip_frames:]
+
     def _generate(self, coeffs: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
         """A window runs when the frames handed out reach its start, on the audio that has arrived for it (the rest
-        of it silent): with ``batch_frames`` = the window (``info.batch_sizes``) every window hears all its audio.
-        Audio for frames already generated is too late and dropped."""
+        of it silent): with ``batch_frames`` = the window (``info.batch_sizes``) every whole window hears all its
+        audio. Audio for frames already generated is too late and dropped."""
         b = features.shape[0]
         late = max(0, self.made - self.fed)
         self.fed += b
         fresh = features[late:].reshape(-1, *self.pending.shape[1:]).to(self.device).float()  # one row per frame
         self.pending = torch.cat([self.pending, fresh])
         while self.ahead.shape[0] < b:
-            need = self.window_frames
-            feats = self.pending[:need]
-            feats = torch.cat([feats, feats.new_zeros(need - feats.shape[0], *feats.shape[1:])])
-            self.pending = self.pending[need:]
-            self.made += self.window_frames
-            self.ahead = torch.cat([self.ahead, self.run_window(feats)])
+            self.ahead = torch.cat([self.ahead, self._next_window()])
         out, self.ahead = self.ahead[:b], self.ahead[b:]
         return out
 
     def _targets(self) -> list[CompileTarget]:
+        return [self._dit_target("dit", self.latent_frames)]
+
+    def _capture_graphs(self) -> None:
+        """The window's DiT (``_targets``, compiled) as the base captures it; then the short first window's as a graph
+        of its eager code. Where that capture fails, the short window stays eager, and a warning says why: it runs
+        once a stream."""
+        super()._capture_graphs()
+        if not self._short_first:
+            return
+        from studio.generators.graphs import Graphed
+
+        t = self._dit_target("dit_first", self.schedule.first_latents)
+        try:
+            with torch.inference_mode():
+                self.fns["dit_first"] = Graphed(self.dit, t.example_inputs, torch.cuda.Stream(self.device))
+        except RuntimeError as exc:  # the boundary to CUDA graph capture
+            log.warning("%s: the short first window runs eager (its CUDA graph failed: %s)", self.info.label,
+                        (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200])
+
+    def _dit_target(self, name: str, latents: int) -> CompileTarget:
+        """The DiT at a window of ``latents`` latent frames (one batch of the 2 guidance passes)."""
         h = self.settings.size_px // 8
-        x = torch.zeros((2, self.cfg.in_dim, self.latent_frames, h, h), device=self.device, dtype=self.dtype)
+        x = torch.zeros((2, self.cfg.in_dim, latents, h, h), device=self.device, dtype=self.dtype)
         t = torch.zeros(2, device=self.device)
-        first, latter = self.audio_windows(torch.zeros((self.window_frames, self.cfg.audio_layers,
+        first, latter = self.audio_windows(torch.zeros((frames_of(latents), self.cfg.audio_layers,
                                                         self.cfg.audio_dim), device=self.device, dtype=self.dtype))
-        return [CompileTarget("dit", self.dit, (x, t, self.context.expand(2, -1, -1).contiguous(),
-                                                first.expand(2, -1, -1, -1, -1).contiguous(),
-                                                latter.expand(2, -1, -1, -1, -1).contiguous()), dynamic_batch=False)]
+        return CompileTarget(name, self.dit, (x, t, self.context.expand(2, -1, -1).contiguous(),
+                                              first.expand(2, -1, -1, -1, -1).contiguous(),
+                                              latter.expand(2, -1, -1, -1, -1).contiguous()), dynamic_batch=False)
 
 
 class Wan14BGenerator(WanDiTGenerator):
@@ -554,7 +650,7 @@ class Wan14BGenerator(WanDiTGenerator):
         name="wan2.1-14b", label="FantasyTalking2-class (Wan2.1 14B DiT)",
         family="video DiT (flow matching, 8 steps x 2 CFG)", native_px=1024, pyramidal_px=288,
         audio=Wav2Vec2Base.spec, interpolation=InterpolationKind.FLOW, batch_sizes=(WINDOW_FRAMES,),
-        compile_backends=("inductor", "cuda_graphs"), weights=(),
+        compile_backends=("inductor", "cuda_graphs"), stream_windows=True, weights=(),
         licence="no public weights (paper arXiv 2508.11255): a timing twin only",
         needs_gpu_reason="a 20 G-parameter DiT (Wan 14B with its audio layers): 37 GiB of bf16 weights, on a GPU "
                          "with room for them")
@@ -565,26 +661,31 @@ class Wan14BGenerator(WanDiTGenerator):
                              "twin (start it without a weights folder).")
 
 
+def _stream(kwargs: dict) -> dict:
+    """The streaming option of the factory's keyword arguments (``GeneratorInfo.stream_windows``)."""
+    return {k: kwargs[k] for k in ("stream_first_latents",) if k in kwargs}
+
+
 @GENERATORS.register("wan2.1-1.3b")
 def _make_1_3b(**kwargs) -> WanDiTGenerator:
-    return WanDiTGenerator()
+    return WanDiTGenerator(**_stream(kwargs))
 
 
 @GENERATORS.register("wan2.1-1.3b-taehv")
 def _make_1_3b_taehv(**kwargs) -> WanDiTGenerator:
-    return WanDiTGenerator(decoder=VideoDecoder.TAEHV)
+    return WanDiTGenerator(decoder=VideoDecoder.TAEHV, **_stream(kwargs))
 
 
 @GENERATORS.register("wan2.1-1.3b-fp8")
 def _make_1_3b_fp8(**kwargs) -> WanDiTGenerator:
-    return WanDiTGenerator(fp8_linears=True)
+    return WanDiTGenerator(fp8_linears=True, **_stream(kwargs))
 
 
 @GENERATORS.register("wan2.1-1.3b-taehv-fp8")
 def _make_1_3b_taehv_fp8(**kwargs) -> WanDiTGenerator:
-    return WanDiTGenerator(decoder=VideoDecoder.TAEHV, fp8_linears=True)
+    return WanDiTGenerator(decoder=VideoDecoder.TAEHV, fp8_linears=True, **_stream(kwargs))
 
 
 @GENERATORS.register("wan2.1-14b")
 def _make_14b(**kwargs) -> Wan14BGenerator:
-    return Wan14BGenerator()
+    return Wan14BGenerator(**_stream(kwargs))

@@ -160,6 +160,8 @@ class Core:
         self.post_stream = torch.cuda.Stream(self.device) if self.cuda else None
         # state carried from chunk to chunk
         self._carry = None  # MOTION_SPACE engines: the last keyframe's state (``Generator.render_span``)
+        self._first_chunk = True  # the run's first chunk is still to come (``_chunk_cap``)
+        self._streams: set = set()  # the generator forms this run has started a stream on (``Generator.new_stream``)
         self._last_slot = -2
         self._chunks_made = 0
         self._rotation = 0
@@ -254,12 +256,23 @@ class Core:
         flag = Optimization(v.split(":", 1)[1])
         return opts - {flag}, False, flag.value
 
+    def _chunk_cap(self) -> int:
+        """Slots of the next chunk at most: ``chunk_frames``; a run's first chunk no more than the short first window
+        of a streaming window engine makes (``GeneratorInfo.first_window_frames``; with keyframes, that many
+        keyframes), so that the first frame waits for that window only."""
+        first = self.pool.info.first_window_frames
+        if not self._first_chunk or first <= 0:
+            return self.s.chunk_frames
+        stride = self.s.key_stride if O.FRAME_INTERPOLATION in self.optimizations else 1
+        return max(1, min(self.s.chunk_frames, (first - 1) * stride + 1))  # its keys: 0, stride, ..., the last
+
     def _stage_a(self, stop: threading.Event) -> Chunk | None:
-        pace = Pacing(max_frames=self.s.chunk_frames, cost_s_per_frame=self._cost_s_per_frame, stop=stop,
+        pace = Pacing(max_frames=self._chunk_cap(), cost_s_per_frame=self._cost_s_per_frame, stop=stop,
                       lead_s=self.motion.lead_s)
         chunk = self.source.next_chunk(pace)
         if chunk is None:
             return None
+        self._first_chunk = False
         t0 = time.perf_counter()
         opts, plain, minus = self._variant(self.optimizations)
         chunk.optimizations, chunk.plain, chunk.baseline_of = opts, plain, minus
@@ -324,6 +337,9 @@ class Core:
             ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             ev0.record(torch.cuda.current_stream())
         gen = self.pool.get(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts)
+        if gen not in self._streams:  # this run's first chunk for this form: nothing made before belongs to it
+            gen.new_stream()
+            self._streams.add(gen)
         c = torch.as_tensor(chunk.coeffs, device=self.device)
         feats = None if chunk.features is None else torch.as_tensor(chunk.features, device=self.device)
         contiguous = chunk.n and chunk.skipped == 0 and int(chunk.slots[0]) == self._last_slot + 1 \
@@ -556,6 +572,7 @@ class Core:
             torch.cuda.reset_peak_memory_stats(self.device)
         t0 = self._run_started_s = time.perf_counter()
         self.first_frame_at_s = None
+        self._first_chunk, self._streams = True, set()
         reason = "end of program"
         try:
             if O.ASYNC_PIPELINE in self.optimizations:

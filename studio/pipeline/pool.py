@@ -55,6 +55,10 @@ class GeneratorPool:
         self._lock = threading.Lock()
         self._on_open = on_open
         self.info = self._factory().info  # its class facts only: opening a form builds the model
+        # a window engine streams as the settings say: its factory takes the short first window's size
+        self._stream = {"stream_first_latents": settings.stream_first_latents} if self.info.stream_windows else {}
+        if self._stream:
+            self.info = self._factory(**self._stream).info  # first_window_frames as these settings make it
         self.matte = True  # on a canvas: frames carry the warped matte where the engine can (False: framed photo)
 
     def size_for(self, pyramidal: bool) -> int:
@@ -84,7 +88,8 @@ class GeneratorPool:
             cuda = self.s.device.startswith("cuda")
             field_divisor = self.s.field_divisor if pyramidal else 4
             skey = (self.engine, key, size, precision, batch, self.s.device, self.s.seed, str(self.weights_dir),
-                    field_divisor, self.s.max_interp_error_px_at_512, self.s.layout, self.matte)
+                    field_divisor, self.s.max_interp_error_px_at_512, self.s.layout, self.matte,
+                    tuple(self._stream.items()))
             entry = self._shared.get(skey) if self._shared is not None else None
             if entry is None:
                 entry = self._open(size, precision, batch, field_divisor, graphs and cuda, graphs and not cuda)
@@ -113,7 +118,7 @@ class GeneratorPool:
             gen = self._factory(field_divisor=field_divisor,
                                 max_interp_error_px_at_512=self.s.max_interp_error_px_at_512)
         else:
-            gen = self._factory()
+            gen = self._factory(**self._stream)
         if self.s.layout is Layout.CANVAS and self.matte:
             gen.emit_matte = True  # the canvas sets the presenter over its set by the warped matte
         gen.open(self.anchor, GeneratorSettings(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from studio.contracts import CastLayout, Layout
+from studio.contracts import STREAM_FIRST_LATENTS, CastLayout, Layout
 
 
 class Optimization(enum.Enum):
@@ -65,6 +65,9 @@ class CoreSettings:
     silent_key_stride: int = field(default=4, metadata={"help": "Keyframe stride where the sieve hears no speech"})
     max_interp_error_px_at_512: float = field(default=2.0, metadata={"help": "Adaptive fallback threshold"})
     field_divisor: int = field(default=8, metadata={"help": "Built-in pyramidal route: warp field at size / this"})
+    stream_first_latents: int = field(default=STREAM_FIRST_LATENTS, metadata={
+        "help": "Window engines (video DiTs): latent frames of a stream's first, short window, so that the first frame "
+                "comes after it (0: whole windows from the start)"})
     measure_baseline: bool = field(
         default=False, metadata={"help": "Interleave baseline chunks (flags off) to measure what each flag saves"})
     baseline_every: int = field(default=8, metadata={"help": "One baseline chunk in this many"})

@@ -128,3 +128,35 @@ def test_cuda_graphs_match_eager(name, size, batch):
     print(f"{name} {size}px batch {batch}: graphed vs eager max {float(diff.max()):.3f}, "
           f"mean {float(diff.mean()):.4f} (0..255)")
     assert float(diff.max()) < 2.0
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+def test_wan_streaming_gives_the_frames_whole_windows_give(graphs):
+    """The streaming form (a 9-frame first window, then windows that follow on from the last one's last latent frame)
+    against whole windows, at 288 px with TAEHV, fed as the core feeds keyframes at key stride 4 (5, then 4 a call):
+    as many frames, each finite. With CUDA graphs the short window is a graph of its own; the window's DiT is graphed
+    uncompiled here (the compiled graph: test_cuda_graphs_match_eager)."""
+    from studio.generators.graphs import Graphed
+
+    sizes = [5] + [4] * 24  # 101 frames: the short window and two later ones; two whole windows
+    got = {}
+    for first in (3, 0):
+        gen = GENERATORS.create("wan2.1-1.3b-taehv", stream_first_latents=first)
+        gen.compiled_targets = frozenset()
+        gen.open(bench_anchor(), GeneratorSettings(device="cuda", size_px=288, precision="bf16", batch_frames=81,
+                                                   cuda_graphs=graphs))
+        assert ("dit_first" in gen.fns) == bool(first) and gen.info.first_window_frames == (9 if first else 0)
+        if first:
+            assert isinstance(gen.fns["dit_first"], Graphed) == graphs
+        coeffs, feats = _inputs(gen, sum(sizes))
+        outs, at = [], 0
+        for b in sizes:
+            out = gen.generate(coeffs[at:at + b], feats[at:at + b])
+            assert out.shape == (b, 3, 288, 288) and out.device.type == "cuda"
+            outs.append(out)
+            at += b
+        frames = torch.cat(outs)
+        assert torch.isfinite(frames).all() and float(frames.std()) > 0
+        got[first] = (frames.shape[0], gen.windows, gen.made)
+        gen.close()
+    assert got[3] == (101, 3, 9 + 80 + 80) and got[0] == (101, 2, 162)

@@ -91,6 +91,46 @@ def test_dit_parts_runs_its_check_on_the_cpu(tmp_path):
     assert d["runs"][0]["frames"] > 0 and d["summary"]["wall_ms_per_frame_median"] > 0
 
 
+def test_first_frame_feeds_the_engine_as_the_core_does():
+    mod = load("gpu/first_frame.py")
+    # key stride 4, chunks of 16 slots: 5 keyframes first (slot 0 and every 4th back from 15), then 4 a chunk
+    assert mod.call_sizes(324, 4, 9) == [5] + [4] * 79 + [3]
+    assert mod.call_sizes(324, 4, 0) == mod.call_sizes(324, 4, 9)  # the short window's 9 keys span 33 slots: no cap
+    # every frame generated: the first chunk no more than the short window makes
+    assert mod.call_sizes(40, 1, 9) == [9, 16, 15] and mod.call_sizes(40, 1, 0) == [16, 16, 8]
+    runs = [{"schedule": "whole", "ms": 4.0}, {"schedule": "stream", "ms": 1.0}, {"schedule": "whole", "ms": 6.0},
+            {"schedule": "stream", "ms": 3.0}, {"schedule": "whole", "ms": 5.0}]
+    assert mod.summarize(runs, ("ms",)) == {"whole": {"ms": 5.0}, "stream": {"ms": 2.0},
+                                            "stream_over_whole": {"ms": 0.4}}
+    a = mod.parse_args(["--program", "p.npz", "--check"])
+    assert a.check and a.repeats == 3 and a.frames == 324 and a.engine == "wan2.1-1.3b-taehv-fp8"
+
+
+def test_first_frame_runs_its_check_on_the_cpu(tmp_path):
+    pytest.importorskip("diffusers", reason="needs the 'engines' extra")
+    from studio.bench.harness import save_program
+
+    program = tmp_path / "program.npz"
+    save_program(tiny_program(0.5, 2), program)
+    out = tmp_path / "first_frame.json"
+    done = subprocess.run([sys.executable, str(BENCH / "gpu" / "first_frame.py"), "--check", "--repeats", "1",
+                           "--frames", "20", "--program", str(program), "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    d = json.loads(out.read_text())
+    assert d["engine"] == "first-frame-check" and d["first_window_frames"] == 9 and d["window_latents"] == 5
+    assert [r["schedule"] for r in d["engine_runs"]] == ["whole", "stream"]
+    assert [r["schedule"] for r in d["core_runs"]] == ["whole", "stream"]
+    whole, stream = d["engine_runs"]
+    assert [w["new_frames"] for w in whole["windows"]] == [17, 17]  # 20 frames: two whole windows
+    assert [w["new_frames"] for w in stream["windows"]] == [9, 16]  # the short window and one that follows on
+    assert whole["frames"] == stream["frames"] == 20 and whole["first_call_frames"] == 16
+    assert stream["first_call_frames"] == 9
+    assert all(r["frames"] > 0 and r["first_frame_s"] > 0 for r in d["core_runs"])
+    assert set(d["summary"]["engine"]["stream_over_whole"]) >= {"first_call_ms", "steady_ms_per_frame"}
+
+
 def test_gpu_bundle_script_parses_and_says_what_is_missing(tmp_path):
     script = BENCH / "gpu" / "run.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
@@ -98,7 +138,8 @@ def test_gpu_bundle_script_parses_and_says_what_is_missing(tmp_path):
     assert done.returncode == 2 and "make_bundles.sh" in done.stdout
 
 
-@pytest.mark.parametrize("name", ["audio_cache_rates.py", "live_latency.py", "render_lipsync.py", "gpu/dit_parts.py"])
+@pytest.mark.parametrize("name", ["audio_cache_rates.py", "live_latency.py", "render_lipsync.py", "gpu/dit_parts.py",
+                                  "gpu/first_frame.py"])
 def test_each_script_explains_its_one_command(name):
     doc = load(name).__doc__
     assert f"benchmarks/{name}" in doc

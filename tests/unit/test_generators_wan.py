@@ -81,7 +81,7 @@ def test_open_with_weights_says_what_is_not_supported(tmp_path):
 
 
 def test_one_window_per_window_frames():
-    g = wd.WanDiTGenerator(SMALL, steps=2, latent_frames=2)  # 5 output frames per window
+    g = wd.WanDiTGenerator(SMALL, steps=2, latent_frames=2, stream_first_latents=0)  # whole windows of 5 frames
     g.open(small_anchor(), GeneratorSettings(size_px=64, batch_frames=5))
     calls = []
     eager = g.fns["dit"]
@@ -107,7 +107,7 @@ def test_audio_windows_follow_the_release():
 
 
 def test_late_audio_is_dropped_and_windows_stay_aligned():
-    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2)
+    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2, stream_first_latents=0)
     g.open(small_anchor(), GeneratorSettings(size_px=64, batch_frames=5))
     heard = []
     run = g.run_window
@@ -151,7 +151,7 @@ def test_the_options_are_engines_of_their_own_whose_labels_say_them():
 
 
 def test_taehv_decodes_the_window():
-    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2, decoder=wd.VideoDecoder.TAEHV)  # 5 output frames
+    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2, decoder=wd.VideoDecoder.TAEHV, stream_first_latents=0)
     g.open(small_anchor(), GeneratorSettings(size_px=64, batch_frames=5))
     assert not hasattr(g, "vae") and g.fns["vae_decoder"] == g._decode_taehv
     out = g.generate(motion(5), torch.randn(5, 3, 16))
@@ -160,7 +160,7 @@ def test_taehv_decodes_the_window():
 
 
 def test_fp8_off_the_gpu_stays_in_the_compute_dtype_and_says_why():
-    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2, fp8_linears=True)
+    g = wd.WanDiTGenerator(SMALL, steps=1, latent_frames=2, fp8_linears=True, stream_first_latents=2)
     assert "not opened yet" in g.precision_label
     g.open(small_anchor(), GeneratorSettings(size_px=64, batch_frames=5))
     assert g.fp8_count == 0 and g.dit.blocks[0].ffn[0].weight.dtype == torch.float32
