@@ -29,7 +29,7 @@ def programme_settings(core, cast_size: int, layout: CastLayout):
 
 def check_rundown(path: Path) -> tuple[list, tuple]:
     """The rundown's segments and cast, every speaker, portrait and voice checked (before any work)."""
-    from studio.pipeline.cast import check_portraits
+    from studio.pipeline.cast import check_portraits, segment_voice
     from studio.pipeline.rundown import load_cast, load_rundown
     from studio.speech import check_request
     from studio.errors import InputError
@@ -40,28 +40,20 @@ def check_rundown(path: Path) -> tuple[list, tuple]:
     cast = load_cast(path)
     check_portraits(cast)
     for seg in segments:
-        check_request(seg.text, _voice(seg, cast))
+        check_request(seg.text, segment_voice(seg, cast))
     return segments, cast
-
-
-def _voice(seg, cast) -> str:
-    from studio.pipeline.cast import speaker_index
-
-    if not cast:
-        return seg.voice
-    return cast[speaker_index(cast, seg.anchor)].voice or seg.voice
 
 
 def segment_item(segments, cast, i: int, warnings: list[str] | None = None):
     """Segment ``i`` spoken by its anchor's voice, as a program item (with the pause after it) whose on-air names
     its title, row and speaker."""
-    from studio.pipeline.cast import speaker_index
+    from studio.pipeline.cast import segment_voice, speaker_index
     from studio.pipeline.sources import item_from_utterance
     from studio.speech import synthesize
 
     seg = segments[i]
     who = speaker_index(cast, seg.anchor) if cast else 0
-    utt = synthesize(seg.text, _voice(seg, cast))
+    utt = synthesize(seg.text, segment_voice(seg, cast))
     if warnings is not None:
         warnings.extend(utt.warnings)
     return item_from_utterance(utt, OnAir(title=seg.title, row=i, speaker=who), PAUSE_AFTER_SEGMENT_S)
