@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QTa
 
 from studio.paths import data_dir
 from studio.pipeline import commands as rt
-from studio.pipeline.rundown import load_user_rundown, save_rundown, user_programme_graphics
+from studio.pipeline.rundown import load_user_rundown, save_rundown, user_cast, user_programme_graphics
 from studio.pipeline.telemetry import RuntimeState, StallMeter, TelemetrySnapshot
 from studio.runtime import StudioSettings
 from studio.ui.bridge import RuntimeBridge
@@ -74,6 +74,13 @@ def default_studio_settings(qs: QSettings, cuda: bool) -> StudioSettings:
         flags = frozenset(Optimization(x) for x in names if x in {o.value for o in Optimization})
         core = replace(core, optimizations=flags & default_optimizations(core.device, ""))
     return replace(base, core=core, canvas_background=background)
+
+
+def cast_layout(value: object):
+    """The saved cast layout (``CastLayout``'s value), two-shot when none or unknown."""
+    from studio.contracts import CastLayout
+
+    return next((x for x in CastLayout if x.value == value), CastLayout.TWO_SHOT)
 
 
 def studio_settings() -> QSettings:
@@ -284,9 +291,13 @@ class MainWindow(QMainWindow):
             self._default_layout()
         folder = s.value("recording/folder", "") or str(default_recording_folder())
         self.record_panel.set_folder(str(folder))
+        self.rundown.set_cast(user_cast())  # before the segments: their speakers are checked against it
+        self.rundown.cast_form.set_layout_choice(cast_layout(s.value("cast/layout", "")))
         self.rundown.set_segments(load_user_rundown())
         self.rundown.set_programme_graphics(user_programme_graphics())
         self.rundown.changed.connect(self._save_rundown_soon)
+        self.rundown.cast_form.changed.connect(
+            lambda: s.setValue("cast/layout", self.rundown.cast_form.layout_choice().value))
         self._rundown_timer = QTimer(self, singleShot=True, interval=1500)
         self._rundown_timer.timeout.connect(self._save_rundown)
         if anchor is None:
@@ -377,7 +388,8 @@ class MainWindow(QMainWindow):
 
     def _save_rundown(self) -> None:
         try:
-            save_rundown(self.rundown.segments(), graphics=self.rundown.programme_graphics())
+            save_rundown(self.rundown.segments(), graphics=self.rundown.programme_graphics(),
+                         cast=self.rundown.cast())
         except Exception as exc:  # InputError with a message; never lose the window over a save
             self.statusBar().showMessage(str(exc), 8000)
 
