@@ -5,7 +5,8 @@ with a pause after it; what is on air names the segment's title, row and speaker
 generator call a chunk, its anchors the rows (``studio.presenter.cast_warp``), each with its own motion
 (``studio.pipeline.cast_motion``): the speaker's row driven by the speech, the others listening. The picture is a
 two-shot (all on the set side by side) or cuts to the speaker; the speaker's name strap shows. A rundown without a
-cast is one anchor, as before.
+cast is one anchor, as before. The studio puts a cast on air with the same pieces (``programme_settings``,
+``member_pack``, ``with_name_straps``, ``programme_motion``: ``studio.runtime.cast``) through its one core.
 """
 
 from __future__ import annotations
@@ -44,6 +45,57 @@ def check_rundown(path: Path) -> tuple[list, tuple]:
     return segments, cast
 
 
+def member_pack(member, output_px: int, anchor_path: Path | None = None, progress=None):
+    """The anchor pack of one cast member (``member`` None: the one anchor, ``anchor_path`` or the built-in
+    presenter), built at ``output_px``; the anchor build's errors name the member (``CastMemberError``)."""
+    from studio.errors import CastMemberError
+    from studio.presenter.anchor import build_anchor
+
+    if member is None:
+        return build_anchor(anchor_path, output_px=output_px, progress=progress)
+    try:
+        return build_anchor(member.portrait, output_px=output_px, name=member.name, progress=progress)
+    except StudioError as exc:
+        raise CastMemberError(member.name, f"{member.name}: {exc}") from exc
+    except (ValueError, OSError) as exc:  # what the image libraries raise past the anchor build's own checks
+        raise CastMemberError(member.name, f"{member.name}: cannot use this portrait ({exc}); try another.") from exc
+
+
+def with_name_straps(segments, cast) -> list:
+    """``segments`` with their speaker's name strap under their own graphics (a segment that names someone else
+    keeps that); without a cast, as they are."""
+    from studio.graphics.look import Graphics
+    from studio.pipeline.cast import speaker_index
+
+    if not cast:
+        return list(segments)
+    return [replace(s, graphics=(s.graphics or Graphics()).over(
+        Graphics(name=cast[speaker_index(cast, s.anchor)].name))) for s in segments]
+
+
+def programme_motion(rows: int, audio_engine, seed: int):
+    """The motion of a programme of ``rows`` anchors: each its own, the speaker's driven by the speech and the others
+    listening (``CastMotion``); one anchor: ``ProgramMotion``."""
+    from studio.pipeline.motion import ProgramMotion
+
+    if rows > 1:
+        from studio.pipeline.cast_motion import CastMotion
+
+        return CastMotion(rows, audio_engine=audio_engine, seed=seed)
+    return ProgramMotion(audio_engine=audio_engine, seed=seed)
+
+
+def motion_fits(motion, rows: int) -> bool:
+    """``motion`` is the script's motion of a programme of ``rows`` anchors (``programme_motion``'s kind)."""
+    from studio.pipeline.motion import ProgramMotion
+
+    if rows > 1:
+        from studio.pipeline.cast_motion import CastMotion
+
+        return isinstance(motion, CastMotion) and motion.rows == rows
+    return isinstance(motion, ProgramMotion)
+
+
 def segment_item(segments, cast, i: int, warnings: list[str] | None = None):
     """Segment ``i`` spoken by its anchor's voice, as a program item (with the pause after it) whose on-air names
     its title, row and speaker."""
@@ -63,12 +115,9 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
                    abort: Callable[[], bool] = lambda: False) -> Generator[RenderProgress, None, RenderResult]:
     """Render the rundown at ``rundown`` to ``req.out_path`` (see the module docstring)."""
     from studio.graphics.look import CanvasStyle, Graphics
-    from studio.pipeline.cast import speaker_index
     from studio.pipeline.factory import presenter_px
-    from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.rundown import load_programme_graphics
     from studio.pipeline.sources import ProgramSource
-    from studio.presenter.anchor import build_anchor
 
     segments, cast = check_rundown(rundown)
     core = programme_settings(req.core, len(cast), layout)
@@ -80,8 +129,7 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
     packs = []
     for i, m in enumerate(members):
         yield RenderProgress("anchor", i / len(members), f"anchor {i + 1} of {len(members)}")
-        portrait = m.portrait if m is not None else req.anchor_path
-        packs.append(build_anchor(portrait, output_px=presenter_px(core), name=m.name if m is not None else None))
+        packs.append(member_pack(m, presenter_px(core), req.anchor_path))
     stage["anchor"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -96,19 +144,10 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
 
     style = req.canvas_style or CanvasStyle()
     base = load_programme_graphics(rundown)
-    seg_graphics = []
-    for seg in segments:  # the speaker's name strap, unless the segment names another
-        g = seg.graphics or Graphics()
-        if cast:
-            g = g.over(Graphics(name=cast[speaker_index(cast, seg.anchor)].name))
-        seg_graphics.append(g)
-    style = replace(style, graphics=style.graphics.over(base), segments=tuple(seg_graphics))
+    seg_graphics = tuple(s.graphics or Graphics() for s in with_name_straps(segments, cast))
+    style = replace(style, graphics=style.graphics.over(base), segments=seg_graphics)
     req = replace(req, core=core, canvas_style=style, title="")
-    motion = ProgramMotion(audio_engine=req.audio_engine, seed=core.seed)
-    if len(cast) > 1:
-        from studio.pipeline.cast_motion import CastMotion
-
-        motion = CastMotion(len(cast), audio_engine=req.audio_engine, seed=core.seed)
+    motion = programme_motion(len(cast), req.audio_engine, core.seed)
     anchor = tuple(packs) if len(packs) > 1 else packs[0]
     return (yield from run_program(req, anchor, ProgramSource(items), motion, None, tuple(warnings), stage, cpu, c0,
                                    abort))
