@@ -102,6 +102,7 @@ class MainWindow(QMainWindow):
         self.bridge.event.connect(self.on_event)
         self.runtime = self.bridge.runtime
         self.anchor_name = ""
+        self.cast_names: tuple[str, ...] = ()  # the rundown's cast on the programme (empty: the one anchor)
         self.heap_settled = False
         self.state = RuntimeState.STARTING
         self.recording_path: Path | None = None
@@ -296,8 +297,7 @@ class MainWindow(QMainWindow):
         self.rundown.set_segments(load_user_rundown())
         self.rundown.set_programme_graphics(user_programme_graphics())
         self.rundown.changed.connect(self._save_rundown_soon)
-        self.rundown.cast_form.changed.connect(
-            lambda: s.setValue("cast/layout", self.rundown.cast_form.layout_choice().value))
+        self.rundown.cast_form.changed.connect(self._cast_changed)
         self._rundown_timer = QTimer(self, singleShot=True, interval=1500)
         self._rundown_timer.timeout.connect(self._save_rundown)
         if anchor is None:
@@ -305,6 +305,7 @@ class MainWindow(QMainWindow):
             anchor = Path(saved) if saved and Path(saved).is_file() else None
         self._requested_anchor = anchor
         self.bridge.send(rt.LoadAnchor(anchor))
+        self.bridge.send(rt.SetCast(self.rundown.cast(), self.rundown.cast_form.layout_choice()))
         if Path(str(folder)).is_dir():
             self.bridge.send(rt.RecoverRecordings(Path(str(folder))))
         if self.mic_panel.engine_combo.currentData() != self.runtime.settings.audio_engine.value:
@@ -362,6 +363,12 @@ class MainWindow(QMainWindow):
         flags = set(self.runtime.core_settings.optimizations) | {Optimization.CUDA_GRAPHS}
         self.settings.setValue("pipeline/optimizations", ",".join(sorted(o.value for o in flags)))
         self.bridge.send(rt.SetOptimizations(frozenset(flags)))
+
+    def _cast_changed(self) -> None:
+        """The cast or its layout was edited: to the studio (which builds what it needs), and the layout kept."""
+        layout = self.rundown.cast_form.layout_choice()
+        self.settings.setValue("cast/layout", layout.value)
+        self.bridge.send(rt.SetCast(self.rundown.cast(), layout))
 
     def _go_live(self, rows: list, segments: list) -> None:
         self.live_stall_max_ms = 0.0
