@@ -88,9 +88,8 @@ class CoreSupervisor:
         from studio.graphics.look import Graphics, rows_graphics
 
         self.look = (graphics or Graphics(), rows_graphics(rows, segments))
-        canvas = self.core.post.canvas if self.core is not None else None
-        if canvas is not None:
-            canvas.restyle(replace(canvas.style, graphics=self.look[0], segments=self.look[1]))
+        if self.core is not None:  # also a core whose canvas is not open yet (just restarted for a cast)
+            self.core.post.set_graphics(*self.look)
 
     def clock_s(self) -> float:
         return self.clock.now_s() if self.clock is not None else 0.0
