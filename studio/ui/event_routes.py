@@ -49,6 +49,8 @@ def _anchor_failed(w: MainWindow, e: rt.AnchorFailed) -> None:
 def _cast_on_air(w: MainWindow, e: rt.CastOnAir) -> None:
     w.cast_names = e.names
     w.rundown.cast_form.show_on_air(e.names)
+    w.anchor_panel.status.setText("Off the programme while the rundown's cast is on it (back in the microphone "
+                                  "mode)." if e.names else "Ready")
     w.setWindowTitle(f"{APP_TITLE} — {' & '.join(e.names) or w.anchor_name}")
     if e.names:
         w.statusBar().showMessage(f"The cast is on the programme: {', '.join(e.names)}.", 8000)

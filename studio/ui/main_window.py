@@ -12,7 +12,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QSettings, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QScrollArea, QTabWidget, QVBoxLayout,
+                               QWidget)
 
 from studio.paths import data_dir
 from studio.pipeline import commands as rt
@@ -40,7 +41,7 @@ CHARTS_EVERY_TICKS = 60  # ~1 s between the charts' data points
 CHART_DRAW_EVERY_TICKS = 8  # one plot redrawn every 8th tick: seven in 56 ticks, before the next point
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized
-LAYOUT_VERSION = 6  # bump when the default dock layout changes, so an old saved layout is not restored over it
+LAYOUT_VERSION = 7  # bump when the default dock layout changes, so an old saved layout is not restored over it
 
 
 def _cuda_available() -> bool:
@@ -74,6 +75,17 @@ def default_studio_settings(qs: QSettings, cuda: bool) -> StudioSettings:
         flags = frozenset(Optimization(x) for x in names if x in {o.value for o in Optimization})
         core = replace(core, optimizations=flags & default_optimizations(core.device, ""))
     return replace(base, core=core, canvas_background=background)
+
+
+def scrolled(widget: QWidget) -> QScrollArea:
+    """``widget`` in a vertical scroll area: a tall panel in a tab scrolls instead of making its dock as tall as it
+    (the COMPILE form took 495 px from the rundown above it)."""
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QScrollArea.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    return area
 
 
 def cast_layout(value: object):
@@ -194,10 +206,10 @@ class MainWindow(QMainWindow):
         self.tools = QTabWidget()
         self.tools.addTab(self.outputs, "OUTPUTS")
         self.tools.addTab(self.leaderboard, "LEADERBOARD")
-        self.tools.addTab(self.compile_panel, "COMPILE")
+        self.tools.addTab(scrolled(self.compile_panel), "COMPILE")
         self.farm_panel = FarmPanel(self.rundown.segments, lambda: self.runtime.core_settings,
                                     lambda: self.runtime.anchor, data_dir() / "farm")
-        self.tools.addTab(self.farm_panel, "FARM")
+        self.tools.addTab(scrolled(self.farm_panel), "FARM")
         self.tools_dock = self._dock("LIVE OUTPUTS · ENGINES", "tools", self.tools)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
         self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
@@ -229,6 +241,8 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.preview_dock, self.prompter_dock], [max(400, h - 300), 250], Qt.Vertical)
         self.resizeDocks([self.prompter_dock, self.charts_dock], [420, max(300, w - side - rundown - 420)],
                          Qt.Horizontal)
+        # the rundown (segments, cast, graphics) over the outputs' tabs: most of the height to what is edited most
+        self.resizeDocks([self.rundown_dock, self.tools_dock], [max(400, h - 340), 300], Qt.Vertical)
 
     def _build_actions(self) -> None:
         self.live_action = QAction("Go live / Stop", self)
