@@ -154,7 +154,7 @@ def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> floa
 
     from studio.audio.settings import DEFAULT_AUDIO_ENGINE
     from studio.contracts import OnAir
-    from studio.pipeline.programme import programme_motion
+    from studio.pipeline.cast_motion import programme_motion
     from studio.pipeline.sources import ProgramItem, ProgramSource
 
     n = int(seconds * 16000)
@@ -162,7 +162,8 @@ def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> floa
                        on_air=OnAir(title="Measuring"))
     s = replace(settings, measure_baseline=False)
     warm = make_core(ProgramSource([ProgramItem(np.zeros(3 * 3200, np.float32), np.zeros(3200, np.float32))]),
-                     programme_motion(s.cast_size, DEFAULT_AUDIO_ENGINE, s.seed), s, anchor, [DiscardOutput()], on_air=False)
+                     programme_motion(s.cast_size, DEFAULT_AUDIO_ENGINE, s.seed), s, anchor, [DiscardOutput()],
+                     on_air=False)
     warm.run()
     warm.pool.close()
     core = make_core(ProgramSource([item]), programme_motion(s.cast_size, DEFAULT_AUDIO_ENGINE, s.seed), s, anchor,

@@ -6,7 +6,8 @@ generator call a chunk, its anchors the rows (``studio.presenter.cast_warp``), e
 (``studio.pipeline.cast_motion``): the speaker's row driven by the speech, the others listening. The picture is a
 two-shot (all on the set side by side) or cuts to the speaker; the speaker's name strap shows. A rundown without a
 cast is one anchor, as before. The studio puts a cast on air with the same pieces (``programme_settings``,
-``member_pack``, ``with_name_straps``, ``programme_motion``: ``studio.runtime.cast``) through its one core.
+``member_pack``, ``with_name_straps``, ``studio.pipeline.cast_motion.programme_motion``: ``studio.runtime.cast``)
+through its one core.
 """
 
 from __future__ import annotations
@@ -73,29 +74,6 @@ def with_name_straps(segments, cast) -> list:
         Graphics(name=cast[speaker_index(cast, s.anchor)].name))) for s in segments]
 
 
-def programme_motion(rows: int, audio_engine, seed: int):
-    """The motion of a programme of ``rows`` anchors: each its own, the speaker's driven by the speech and the others
-    listening (``CastMotion``); one anchor: ``ProgramMotion``."""
-    from studio.pipeline.motion import ProgramMotion
-
-    if rows > 1:
-        from studio.pipeline.cast_motion import CastMotion
-
-        return CastMotion(rows, audio_engine=audio_engine, seed=seed)
-    return ProgramMotion(audio_engine=audio_engine, seed=seed)
-
-
-def motion_fits(motion, rows: int) -> bool:
-    """``motion`` is the script's motion of a programme of ``rows`` anchors (``programme_motion``'s kind)."""
-    from studio.pipeline.motion import ProgramMotion
-
-    if rows > 1:
-        from studio.pipeline.cast_motion import CastMotion
-
-        return isinstance(motion, CastMotion) and motion.rows == rows
-    return isinstance(motion, ProgramMotion)
-
-
 def segment_item(segments, cast, i: int, warnings: list[str] | None = None):
     """Segment ``i`` spoken by its anchor's voice, as a program item (with the pause after it) whose on-air names
     its title, row and speaker."""
@@ -115,6 +93,7 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
                    abort: Callable[[], bool] = lambda: False) -> Generator[RenderProgress, None, RenderResult]:
     """Render the rundown at ``rundown`` to ``req.out_path`` (see the module docstring)."""
     from studio.graphics.look import CanvasStyle, Graphics
+    from studio.pipeline.cast_motion import programme_motion
     from studio.pipeline.factory import presenter_px
     from studio.pipeline.rundown import load_programme_graphics
     from studio.pipeline.sources import ProgramSource

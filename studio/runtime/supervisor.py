@@ -108,7 +108,7 @@ class CoreSupervisor:
         """(Re)start the core on the current source, motion, anchor (or cast), settings and outputs."""
         from studio.pipeline.factory import make_core, usable_here
         from studio.pipeline.post import CanvasStyle
-        from studio.pipeline.programme import motion_fits, programme_motion
+        from studio.pipeline.cast_motion import motion_fits, programme_motion
 
         if self.anchor is None:
             return
