@@ -351,12 +351,10 @@ def _cmd_render(args: argparse.Namespace) -> int:
     # result.warnings were logged where they arose, and the console log handler has shown them once already
     rtf = result.real_time_factors()
     rep = result.report
-    from studio.pipeline.factory import optimization_labels
-
     ff = rep.first_frame_from_command_s
     sys.stderr.write(
         f"wrote {result.out_path} ({result.n_frames} frames, {result.audio_duration_s:.2f} s, device {result.device}, "
-        f"engine {core.engine}, optimizations {','.join(optimization_labels(rep.optimizations, core.device)) or 'none'}"
+        f"engine {core.engine}, {_optimizations(rep, core.device)}"
         f"; first frame {f'{ff:.2f} s' if ff is not None else '-'} after the command's start"
         f" ({rep.first_frame_from_core_s or 0:.2f} s after the core's), "
         f"done {startup.since_start_s():.2f} s after it)\n"
@@ -366,6 +364,14 @@ def _cmd_render(args: argparse.Namespace) -> int:
         + f"stage CPU seconds (the process, every thread): startup {before_cpu_s:.2f} s, "
         + ", ".join(f"{k} {v:.2f} s" for k, v in result.stage_cpu_s.items()) + "\n")
     return EXIT_OK
+
+
+def _optimizations(rep, device: str) -> str:
+    """The flags a run ran, and each one asked for that it turned off, with why (``CoreReport.off``)."""
+    from studio.pipeline.factory import optimization_labels
+
+    names = ",".join(optimization_labels(rep.optimizations, device)) or "none"
+    return f"optimizations {names}" + "".join(f"; {why}" for why in rep.off.values())
 
 
 def _render_rundown(args: argparse.Namespace) -> int:
@@ -400,7 +406,7 @@ def _render_rundown(args: argparse.Namespace) -> int:
     rtf = result.real_time_factors()
     sys.stderr.write(
         f"wrote {result.out_path} ({result.n_frames} frames, {result.audio_duration_s:.2f} s, device {result.device}, "
-        f"engine {core.engine}); stage seconds (real-time factor): "
+        f"engine {core.engine}, {_optimizations(rep, core.device)}); stage seconds (real-time factor): "
         + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items())
         + f"; {rep.frames_produced} frames produced\n")
     return EXIT_OK

@@ -7,6 +7,7 @@ FFmpeg/PyAV, PortAudio, ONNX Runtime, MediaPipe) are translated at the boundary 
     StudioError
     ├── InputError            bad command-line arguments or files given by the user
     ├── AnchorError           unreadable portrait, no face found, bad anchor cache
+    │   └── CastMemberError      the same, of one anchor of a rundown's cast (``member`` names it)
     ├── SpeechError           empty script, TTS failure
     │   └── VoiceNotFoundError   unknown voice name
     ├── AudioDeviceError      no input/output device, device vanished (PortAudio)
@@ -30,6 +31,14 @@ class InputError(StudioError):
 
 class AnchorError(StudioError):
     """The portrait cannot be turned into an anchor (unreadable, no face, ...)."""
+
+
+class CastMemberError(AnchorError):
+    """A cast member's portrait cannot be turned into an anchor; ``member`` is the anchor's name."""
+
+    def __init__(self, member: str, message: str) -> None:
+        super().__init__(message)
+        self.member = member
 
 
 class SpeechError(StudioError):

@@ -160,5 +160,11 @@ class Generator(abc.ABC):
         """Call ``fn`` instead of the eager module of target ``name`` from now on."""
         raise NotImplementedError(f"{self.info.name} has no compile target {name!r}")
 
+    def graphs_off(self) -> tuple[str, str]:
+        """Why this opened form runs eager although CUDA graphs (on the CPU: a compiled engine) were asked for, as
+        (what, why), e.g. ("off for a cast of 2", "..."); ("", "") when they apply. The core reports it where the
+        flag is listed (``studio.pipeline.pool.graphs_off_line``): no silent fallback."""
+        return "", ""
+
     def close(self) -> None:
         pass

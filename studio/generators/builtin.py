@@ -4,7 +4,8 @@ It needs no downloaded weights, renders at any size, and can re-render in-betwee
 fields (motion-space interpolation, ``render_span``). Its pyramidal route is a low-resolution warp field
 (``field_divisor`` 8: the field at size / 8 instead of size / 4) sampling the full-resolution portrait. With CUDA graphs
 the field, the composite and the whole frame are captured per batch size and replayed; the whole frame compiled by
-TorchInductor first (its full-resolution elementwise passes fused).
+TorchInductor first (its full-resolution elementwise passes fused). A cast (several anchors as rows of one warp) runs
+eager, and says so (``graphs_off``): its warp decides on the host which anchors' mouths to compose.
 """
 
 from __future__ import annotations
@@ -127,10 +128,22 @@ class BuiltinGenerator(Generator):
             self.planner = landmark_planner(self.module) if self.device.type == "cuda" else None
         err = max_error_px(self.max_err_at_512, s)
         self.interp = MotionSpaceInterpolator(self.matte or self.module, err, self.planner)
-        if settings.cuda_graphs and self.cast is None:
+        if settings.cuda_graphs:
             if self.device.type != "cuda":
                 raise RenderError("CUDA graphs need a CUDA device.")
-            self._capture(err)
+            if self.cast is None:
+                self._capture(err)
+            else:
+                log.info("CUDA graphs: %s (%s)", *self.graphs_off())
+
+    def graphs_off(self) -> tuple[str, str]:
+        """A cast's warp is not captured: it reads back, chunk by chunk, which anchors' mouths are closed and composes
+        only the others' (``CastWarp.compose``), a host decision a replayed graph cannot make; nor is it compiled (a
+        compiled renderer draws one face)."""
+        if self.cast is None:
+            return "", ""
+        return (f"off for a cast of {len(self.cast)}", "the cast's warp chooses on the host which anchors' mouths "
+                "to draw, chunk by chunk, which a captured graph or a compiled one-face engine cannot; it runs eager")
 
     def _capture(self, err: float) -> None:
         self.module.static_shapes = True

@@ -100,5 +100,12 @@ def speaker_index(cast: tuple[Member, ...], who: str | None) -> int:
     return 0
 
 
+def segment_voice(seg, cast: tuple[Member, ...]) -> str:
+    """The voice that speaks ``seg`` (a ``studio.pipeline.rundown.Segment``): its speaker's, else its own."""
+    if not cast:
+        return seg.voice
+    return cast[speaker_index(cast, seg.anchor)].voice or seg.voice
+
+
 def cast_to_dict(cast: tuple[Member, ...], base: Path | None = None) -> dict:
     return {m.name: m.to_dict(base) for m in cast}

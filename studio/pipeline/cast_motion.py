@@ -136,3 +136,18 @@ class CastMotion(MotionSource):
 
     def stats(self) -> dict[str, float]:
         return self.members[0].stats()
+
+
+def programme_motion(rows: int, audio_engine: AudioEngine, seed: int) -> MotionSource:
+    """The motion of a programme of ``rows`` anchors: one ``CastMotion`` row each (the speaker's driven by the speech,
+    the others listening); one anchor: ``ProgramMotion``."""
+    if rows > 1:
+        return CastMotion(rows, audio_engine=audio_engine, seed=seed)
+    return ProgramMotion(audio_engine=audio_engine, seed=seed)
+
+
+def motion_fits(motion: MotionSource | None, rows: int) -> bool:
+    """``motion`` is what ``programme_motion`` makes for ``rows`` anchors (kept across a core's restarts)."""
+    if rows > 1:
+        return isinstance(motion, CastMotion) and motion.rows == rows
+    return isinstance(motion, ProgramMotion)

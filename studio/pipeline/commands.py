@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Union
 
 from studio.audio.settings import AudioEngine
+from studio.contracts import CastLayout
 from studio.pipeline.rundown import Segment
 from studio.pipeline.telemetry import ClockSource, RuntimeState
 from studio.speech.types import VoiceInfo, WordTiming
@@ -32,6 +33,16 @@ class GoLive:
     segments: tuple[Segment, ...]
     rundown_rows: tuple[int, ...] = ()  # the rundown row of each segment (reported back for the teleprompter)
     graphics: object = None  # the programme's graphics (studio.graphics.look.Graphics); None: none
+
+
+@dataclass(frozen=True)
+class SetCast:
+    """The open rundown's cast (``studio.pipeline.cast.Member``s): two or more go on the programme as ``layout``
+    once their faces are built; fewer leave the one anchor on air. Its voices speak the segments of the next Go
+    live."""
+
+    members: tuple = ()
+    layout: CastLayout = CastLayout.TWO_SHOT
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,7 @@ class Shutdown:
     pass
 
 
-Command = Union[LoadAnchor, GoLive, Stop, SetPaused, StartRecording, StopRecording, SetVoice, SetMicrophone,
+Command = Union[LoadAnchor, GoLive, SetCast, Stop, SetPaused, StartRecording, StopRecording, SetVoice, SetMicrophone,
                 SetMode, SetAudioEngine, RecoverRecordings, SetOptimizations, SetFormat, StartOutput, StopOutput,
                 Shutdown]
 
@@ -139,6 +150,23 @@ class AnchorFailed:
     path: Path | None
     message: str
     kept_anchor: str  # name of the anchor still on air, "" if none
+
+
+@dataclass(frozen=True)
+class CastProgress:
+    fraction: float  # of the whole cast's build
+    message: str
+
+
+@dataclass(frozen=True)
+class CastOnAir:
+    names: tuple[str, ...]  # the cast on the programme; () when the one anchor is back
+
+
+@dataclass(frozen=True)
+class CastFailed:
+    member: str  # the anchor whose portrait could not be used
+    message: str
 
 
 @dataclass(frozen=True)
@@ -237,6 +265,7 @@ class Error:
     message: str
 
 
-Event = Union[AnchorProgress, AnchorLoaded, AnchorFailed, StateChanged, AudioOutputStatus, VoicesListed,
+Event = Union[AnchorProgress, AnchorLoaded, AnchorFailed, CastProgress, CastOnAir, CastFailed, StateChanged,
+              AudioOutputStatus, VoicesListed,
               MicrophoneStatus, ModeChanged, SegmentStarted, SegmentFailed, RundownFinished, RecordingStarted, RecordingStopped,
               RecordingFailed, RecordingsRecovered, FormatChanged, OutputsChanged, Notice, Error]

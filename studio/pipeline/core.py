@@ -80,6 +80,7 @@ class CoreReport:
     gpu_mem_peak_mb: float
     stop_reason: str  # "end of program", "stopped", or the error
     outputs: dict[str, object] = field(default_factory=dict)  # each output's close() result
+    off: dict[str, str] = field(default_factory=dict)  # flags asked for that the core turned off here, and why
     # the first program frame handed to the outputs, in seconds from: this run's start, the core's creation (its
     # models opened and warmed), the command's start (studio/startup.py); None: no frame was written
     first_frame_s: float | None = None
@@ -152,7 +153,8 @@ class Core:
                                  rows=settings.cast_size, cast_layout=settings.cast_layout)
         self._outputs: list[Output] = list(outputs)
         self._outputs_lock = threading.Lock()
-        self._opts = settings.optimizations
+        # a flag the generator cannot run with this anchor is off, and says so (``unavailable``)
+        self._opts = settings.optimizations - ({O.CUDA_GRAPHS} if generators.graphs_off else set())
         self._opts_lock = threading.Lock()
         self.post = PostStage(self.fmt, self.device, settings, generators.info.warp_field, canvas_style,
                               frame_channels=self._frame_channels)
@@ -451,7 +453,8 @@ class Core:
             status = OptimizationStatus.ACTIVE if o in opts else OptimizationStatus.INACTIVE
             unavailable = self.unavailable().get(o)
             if unavailable:
-                shares.append(OptimizationShare(o.value, OptimizationStatus.UNAVAILABLE, math.nan, unavailable))
+                head = self.pool.graphs_off[0] if o is O.CUDA_GRAPHS and self.pool.graphs_off else ""
+                shares.append(OptimizationShare(o.value, OptimizationStatus.UNAVAILABLE, math.nan, unavailable, head))
                 continue
             if o not in opts:
                 shares.append(OptimizationShare(o.value, status, math.nan, "switched off"))
@@ -525,6 +528,8 @@ class Core:
         if "audio_cache_saved_ms_per_frame" not in st and self.features is None:
             out.setdefault(O.AUDIO_CACHE, "no audio encoder in this mode (the neural engine and audio-driven "
                                           "engines have one)")
+        if self.pool.graphs_off:  # the engine cannot with this anchor (a cast): ``GeneratorPool.graphs_off``
+            out[O.CUDA_GRAPHS] = self.pool.graphs_off[1]
         return out
 
     def sample(self) -> TelemetrySample:
@@ -610,6 +615,8 @@ class Core:
             frames_fallback=self.frames_fallback, silent_frames=self.silent_frames,
             gpu_mem_peak_mb=torch.cuda.max_memory_allocated(self.device) / 2 ** 20 if self.cuda else 0.0,
             stop_reason=reason,
+            off={o.value: why for o, why in self.unavailable().items()
+                 if o in self.s.optimizations and o not in self.optimizations},
             **startup.first_frame_fields(self.first_frame_at_s, self._run_started_s, self.created_at_s))
 
     def _run_async(self, stop: threading.Event) -> None:

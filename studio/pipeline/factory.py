@@ -148,11 +148,13 @@ class DiscardOutput(Output):
 
 def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> float:
     """Wall ms per output frame of the core at ``settings`` on this machine, now: a short silent program through a
-    core that drops its output (after a warm-up chunk). What the studio refuses a picture format with."""
+    core that drops its output (after a warm-up chunk). What the studio refuses a picture format with. A cast
+    (``settings.cast_size`` > 1): ``anchor`` is its packs, each with its own motion row."""
     import numpy as np
 
-    from studio.pipeline.motion import ProgramMotion
+    from studio.audio.settings import DEFAULT_AUDIO_ENGINE
     from studio.contracts import OnAir
+    from studio.pipeline.cast_motion import programme_motion
     from studio.pipeline.sources import ProgramItem, ProgramSource
 
     n = int(seconds * 16000)
@@ -160,10 +162,12 @@ def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> floa
                        on_air=OnAir(title="Measuring"))
     s = replace(settings, measure_baseline=False)
     warm = make_core(ProgramSource([ProgramItem(np.zeros(3 * 3200, np.float32), np.zeros(3200, np.float32))]),
-                     ProgramMotion(), s, anchor, [DiscardOutput()], on_air=False)
+                     programme_motion(s.cast_size, DEFAULT_AUDIO_ENGINE, s.seed), s, anchor, [DiscardOutput()],
+                     on_air=False)
     warm.run()
     warm.pool.close()
-    core = make_core(ProgramSource([item]), ProgramMotion(), s, anchor, [DiscardOutput()], on_air=False)
+    core = make_core(ProgramSource([item]), programme_motion(s.cast_size, DEFAULT_AUDIO_ENGINE, s.seed), s, anchor,
+                     [DiscardOutput()], on_air=False)
     try:
         rep = core.run()
     finally:

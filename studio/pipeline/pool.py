@@ -32,6 +32,14 @@ def compiled_engine_note(engine: str, device: str) -> str:
             f"`python main.py compile --model {engine} --backend onnxruntime`")
 
 
+def graphs_off_line(what: str, why: str, device: str) -> tuple[str, str]:
+    """What the CUDA_GRAPHS flag's pill and a run's list of optimizations say when an opened form cannot use it
+    (``Generator.graphs_off``): ("CUDA graphs: off for a cast of 2", the same with the reason in brackets); on the
+    CPU the flag means a compiled engine, named so."""
+    label = "CUDA graphs" if str(device).startswith("cuda") else "compiled engine"
+    return f"{label}: {what}", f"{label}: {what} ({why})"
+
+
 class GeneratorPool:
     """The generator in each form the core may ask for: plain or pyramidal, eager or graphed. Made on first use and
     kept; all share the anchor and the device. ``shared`` (the leaderboard's runs of one engine): forms are kept in
@@ -52,6 +60,8 @@ class GeneratorPool:
         self._shared = shared
         self.engine_notes: list[str] = []  # which compiled engines the forms run (or why eager), for the studio
         self.compiled_installed: bool | None = None  # CPU: whether a compiled engine runs (None: not tried yet)
+        # why the CUDA_GRAPHS flag does not run with this anchor (``graphs_off_line``: headline, line); None: it does
+        self.graphs_off: tuple[str, str] | None = None
         self._lock = threading.Lock()
         self._on_open = on_open
         self.info = self._factory().info  # its class facts only: opening a form builds the model
@@ -77,6 +87,10 @@ class GeneratorPool:
         key = (pyramidal, graphs)
         with self._lock:
             gen = self._gens.get(key)
+            if gen is None and graphs and (eager := self._gens.get((pyramidal, False))) is not None \
+                    and eager.graphs_off()[0]:
+                gen = self._gens[key] = eager  # this anchor runs eager in either form: one form, not two
+                self._note_graphs_off(eager)
             if gen is not None:
                 return gen
             size = self.size_for(pyramidal)
@@ -104,7 +118,17 @@ class GeneratorPool:
             if self._on_open is not None:
                 self._on_open(gen, key)
             self._gens[key] = gen
+            if gen.graphs_off()[0]:
+                self._gens.setdefault((pyramidal, False), gen)
+                if graphs:
+                    self._note_graphs_off(gen)
             return gen
+
+    def _note_graphs_off(self, gen: Generator) -> None:
+        if self.graphs_off is None:
+            self.graphs_off = graphs_off_line(*gen.graphs_off(), self.s.device)
+            log.info("%s", self.graphs_off[1])
+            self.engine_notes.append(self.graphs_off[1])
 
     def forms(self) -> dict[tuple[bool, bool], Generator]:
         with self._lock:
@@ -133,7 +157,7 @@ class GeneratorPool:
     def close(self) -> None:
         with self._lock:
             if self._shared is None:
-                for g in self._gens.values():
+                for g in {id(g): g for g in self._gens.values()}.values():  # a form kept under two keys: once
                     g.close()
             self._gens.clear()
 

@@ -8,8 +8,10 @@ conversion replay as one graph per frame shape.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -35,6 +37,7 @@ class PostStage:
         self.flow = None
         self._upscalers: dict[int, object] = {}
         self._canvas = None
+        self._canvas_lock = threading.Lock()  # the look may change from another thread while the canvas opens
         self._post_graphs: dict = {}  # (frame shape, dtype, YUV too) -> Graphed (CUDA_GRAPHS)
         self._graph_stream = self._graph_pool = None
         self._pinned_bufs: dict = {}
@@ -163,13 +166,26 @@ class PostStage:
         return self._canvas
 
     def open_canvas(self):
-        if self._canvas is None:
-            from studio.pipeline.post import Canvas
+        with self._canvas_lock:
+            if self._canvas is None:
+                from studio.pipeline.post import Canvas
 
-            framed = self.frame_channels() != 4 * self.fmt.rows or not getattr(self._canvas_style, "use_matte", True)
-            self._canvas = Canvas(self._canvas_style, framed=framed)
-            self._canvas.open(self.fmt, str(self.device))
-        return self._canvas
+                framed = self.frame_channels() != 4 * self.fmt.rows or not getattr(self._canvas_style, "use_matte",
+                                                                                    True)
+                self._canvas = Canvas(self._canvas_style, framed=framed)
+                self._canvas.open(self.fmt, str(self.device))
+            return self._canvas
+
+    def set_graphics(self, graphics, segments: tuple) -> None:
+        """The programme's and each rundown row's graphics, from any thread: the open canvas takes them between
+        chunks, and a canvas not open yet (a core just started) opens with them. No canvas in this layout: nothing."""
+        with self._canvas_lock:
+            base = self._canvas.style if self._canvas is not None else self._canvas_style
+            if base is None:
+                return
+            self._canvas_style = replace(base, graphics=graphics, segments=segments)
+            if self._canvas is not None:
+                self._canvas.restyle(self._canvas_style)
 
     def finish(self, frames: torch.Tensor, want_yuv: bool, i420=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Presenter frames -> (the program pictures, N x H x W x 3 uint8; their I420 planes with ``want_yuv``): the

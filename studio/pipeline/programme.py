@@ -5,7 +5,9 @@ with a pause after it; what is on air names the segment's title, row and speaker
 generator call a chunk, its anchors the rows (``studio.presenter.cast_warp``), each with its own motion
 (``studio.pipeline.cast_motion``): the speaker's row driven by the speech, the others listening. The picture is a
 two-shot (all on the set side by side) or cuts to the speaker; the speaker's name strap shows. A rundown without a
-cast is one anchor, as before.
+cast is one anchor, as before. The studio puts a cast on air with the same pieces (``programme_settings``,
+``member_pack``, ``with_name_straps``, ``studio.pipeline.cast_motion.programme_motion``: ``studio.runtime.cast``)
+through its one core.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def programme_settings(core, cast_size: int, layout: CastLayout):
 
 def check_rundown(path: Path) -> tuple[list, tuple]:
     """The rundown's segments and cast, every speaker, portrait and voice checked (before any work)."""
-    from studio.pipeline.cast import check_portraits
+    from studio.pipeline.cast import check_portraits, segment_voice
     from studio.pipeline.rundown import load_cast, load_rundown
     from studio.speech import check_request
     from studio.errors import InputError
@@ -40,28 +42,48 @@ def check_rundown(path: Path) -> tuple[list, tuple]:
     cast = load_cast(path)
     check_portraits(cast)
     for seg in segments:
-        check_request(seg.text, _voice(seg, cast))
+        check_request(seg.text, segment_voice(seg, cast))
     return segments, cast
 
 
-def _voice(seg, cast) -> str:
+def member_pack(member, output_px: int, anchor_path: Path | None = None, progress=None):
+    """The anchor pack of one cast member (``member`` None: the one anchor, ``anchor_path`` or the built-in
+    presenter), built at ``output_px``; the anchor build's errors name the member (``CastMemberError``)."""
+    from studio.errors import CastMemberError
+    from studio.presenter.anchor import build_anchor
+
+    if member is None:
+        return build_anchor(anchor_path, output_px=output_px, progress=progress)
+    try:
+        return build_anchor(member.portrait, output_px=output_px, name=member.name, progress=progress)
+    except StudioError as exc:
+        raise CastMemberError(member.name, f"{member.name}: {exc}") from exc
+    except (ValueError, OSError) as exc:  # what the image libraries raise past the anchor build's own checks
+        raise CastMemberError(member.name, f"{member.name}: cannot use this portrait ({exc}); try another.") from exc
+
+
+def with_name_straps(segments, cast) -> list:
+    """``segments`` with their speaker's name strap under their own graphics (a segment that names someone else
+    keeps that); without a cast, as they are."""
+    from studio.graphics.look import Graphics
     from studio.pipeline.cast import speaker_index
 
     if not cast:
-        return seg.voice
-    return cast[speaker_index(cast, seg.anchor)].voice or seg.voice
+        return list(segments)
+    return [replace(s, graphics=(s.graphics or Graphics()).over(
+        Graphics(name=cast[speaker_index(cast, s.anchor)].name))) for s in segments]
 
 
 def segment_item(segments, cast, i: int, warnings: list[str] | None = None):
     """Segment ``i`` spoken by its anchor's voice, as a program item (with the pause after it) whose on-air names
     its title, row and speaker."""
-    from studio.pipeline.cast import speaker_index
+    from studio.pipeline.cast import segment_voice, speaker_index
     from studio.pipeline.sources import item_from_utterance
     from studio.speech import synthesize
 
     seg = segments[i]
     who = speaker_index(cast, seg.anchor) if cast else 0
-    utt = synthesize(seg.text, _voice(seg, cast))
+    utt = synthesize(seg.text, segment_voice(seg, cast))
     if warnings is not None:
         warnings.extend(utt.warnings)
     return item_from_utterance(utt, OnAir(title=seg.title, row=i, speaker=who), PAUSE_AFTER_SEGMENT_S)
@@ -71,12 +93,10 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
                    abort: Callable[[], bool] = lambda: False) -> Generator[RenderProgress, None, RenderResult]:
     """Render the rundown at ``rundown`` to ``req.out_path`` (see the module docstring)."""
     from studio.graphics.look import CanvasStyle, Graphics
-    from studio.pipeline.cast import speaker_index
+    from studio.pipeline.cast_motion import programme_motion
     from studio.pipeline.factory import presenter_px
-    from studio.pipeline.motion import ProgramMotion
     from studio.pipeline.rundown import load_programme_graphics
     from studio.pipeline.sources import ProgramSource
-    from studio.presenter.anchor import build_anchor
 
     segments, cast = check_rundown(rundown)
     core = programme_settings(req.core, len(cast), layout)
@@ -88,8 +108,7 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
     packs = []
     for i, m in enumerate(members):
         yield RenderProgress("anchor", i / len(members), f"anchor {i + 1} of {len(members)}")
-        portrait = m.portrait if m is not None else req.anchor_path
-        packs.append(build_anchor(portrait, output_px=presenter_px(core), name=m.name if m is not None else None))
+        packs.append(member_pack(m, presenter_px(core), req.anchor_path))
     stage["anchor"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -104,19 +123,10 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
 
     style = req.canvas_style or CanvasStyle()
     base = load_programme_graphics(rundown)
-    seg_graphics = []
-    for seg in segments:  # the speaker's name strap, unless the segment names another
-        g = seg.graphics or Graphics()
-        if cast:
-            g = g.over(Graphics(name=cast[speaker_index(cast, seg.anchor)].name))
-        seg_graphics.append(g)
-    style = replace(style, graphics=style.graphics.over(base), segments=tuple(seg_graphics))
+    seg_graphics = tuple(s.graphics or Graphics() for s in with_name_straps(segments, cast))
+    style = replace(style, graphics=style.graphics.over(base), segments=seg_graphics)
     req = replace(req, core=core, canvas_style=style, title="")
-    motion = ProgramMotion(audio_engine=req.audio_engine, seed=core.seed)
-    if len(cast) > 1:
-        from studio.pipeline.cast_motion import CastMotion
-
-        motion = CastMotion(len(cast), audio_engine=req.audio_engine, seed=core.seed)
+    motion = programme_motion(len(cast), req.audio_engine, core.seed)
     anchor = tuple(packs) if len(packs) > 1 else packs[0]
     return (yield from run_program(req, anchor, ProgramSource(items), motion, None, tuple(warnings), stage, cpu, c0,
                                    abort))

@@ -137,6 +137,17 @@ def user_programme_graphics() -> Graphics:
         return Graphics()
 
 
+def user_cast() -> tuple:
+    """The cast of the producer's saved rundown (of the shipped one when there is none); empty when it names none
+    or cannot be read (the segments then load alone, as ``load_user_rundown`` does)."""
+    path = user_rundown_path()
+    try:
+        return load_cast(path if path.is_file() else DEFAULT_RUNDOWN)
+    except InputError as exc:
+        log.warning("ignoring the saved rundown's cast: %s", exc)
+        return ()
+
+
 def save_rundown(segments: list[Segment], path: Path | None = None, graphics: Graphics | None = None,
                  cast: tuple | None = None) -> Path:
     """Write ``segments`` (and the programme's ``graphics`` and ``cast``) as JSON (atomically: a temporary file

@@ -163,6 +163,7 @@ class OptimizationShare:
     status: OptimizationStatus
     saved_fraction: float = math.nan
     reason: str = ""  # why it is not active / unavailable, or where the fraction was measured
+    headline: str = ""  # what its pill says where the status alone would not ("CUDA graphs: off for a cast of 2")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 The rundown's segments are spoken by a speech worker one ahead of the one on air and scheduled on the program's
 timeline (the script source's) as they are ready; the room says when a segment starts (with its word timings, for
 the teleprompter), which word is being spoken, and when the rundown is over. Stop cuts what is already scheduled.
+With a cast, each segment is spoken by its speaker's voice and names its speaker's row (``OnAir.speaker``), as
+``render --rundown`` does; while ``hold()`` is true (the cast's faces are being built) nothing is scheduled yet.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 from bisect import bisect_right
+from collections.abc import Callable
 
 from studio.contracts import OnAir
 from studio.errors import StudioError
@@ -34,7 +37,8 @@ class RundownRoom:
         self.live = False
         self.items: list = []  # ProgramItems scheduled by this show (rundown order)
         self._speech: list[tuple[int, cf.Future]] = []  # (rundown row, speech future) not yet scheduled
-        self._waiting: list[tuple[int, str, str, str]] = []  # (row, title, text, voice) not yet handed to the worker
+        self._waiting: list[tuple] = []  # (row, title, text, voice, speaker) not yet handed to the worker
+        self.hold: Callable[[], bool] = lambda: False  # while true, prepared speech waits to be scheduled
         self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="speech",
                                            initializer=lower_thread_priority)
 
@@ -69,11 +73,15 @@ class RundownRoom:
 
     # -- the show -----------------------------------------------------------------------------------------------------
 
-    def go_live(self, c: cmd.GoLive) -> None:
+    def go_live(self, c: cmd.GoLive, cast: tuple = ()) -> None:
+        """Speak ``c``'s segments in order; ``cast`` (``studio.pipeline.cast.Member``s): who speaks each, in whose
+        voice."""
+        from studio.pipeline.cast import segment_voice, speaker_index
+
         self.stop(quiet=True)
         rows = c.rundown_rows or tuple(range(len(c.segments)))
-        self._waiting = [(row, seg.title, seg.text, seg.voice or self.default_voice)
-                         for row, seg in zip(rows, c.segments)]
+        self._waiting = [(row, seg.title, seg.text, segment_voice(seg, cast) or self.default_voice,
+                          speaker_index(cast, seg.anchor)) for row, seg in zip(rows, c.segments)]
         self._submit_speech()
         self.live = bool(self._speech)
 
@@ -93,10 +101,10 @@ class RundownRoom:
         """Keep the speech worker one segment ahead: the next is prepared while the current one plays (all of them
         at once would take the CPU from the renderer on a small machine)."""
         while self._waiting and len(self._speech) < 2:
-            row, title, text, voice = self._waiting.pop(0)
-            self._speech.append((row, self._pool.submit(self._prepare, text, voice, title, row)))
+            row, title, text, voice, speaker = self._waiting.pop(0)
+            self._speech.append((row, self._pool.submit(self._prepare, text, voice, title, row, speaker)))
 
-    def _prepare(self, text: str, voice: str, title: str, row: int):
+    def _prepare(self, text: str, voice: str, title: str, row: int, speaker: int = 0):
         """Speech worker: synthesize and make the program item (both audio rates)."""
         from studio.pipeline.sources import item_from_utterance
         from studio.speech import SpeechSettings, synthesize
@@ -105,11 +113,11 @@ class RundownRoom:
         utt = synthesize(text, voice, SpeechSettings(onnx_threads=1), sample_rate_hz=48000)
         for w in getattr(utt, "warnings", ()):
             self.outbox.emit(cmd.Error(f"Segment {row + 1}: {w}"))
-        return item_from_utterance(utt, OnAir(title=title, row=row))
+        return item_from_utterance(utt, OnAir(title=title, row=row, speaker=speaker))
 
     def poll(self) -> None:
         """Place prepared speech on the timeline, in rundown order, as soon as it is ready."""
-        while self._speech and self._speech[0][1].done():
+        while self._speech and self._speech[0][1].done() and not self.hold():
             row, fut = self._speech.pop(0)
             try:
                 item = fut.result()

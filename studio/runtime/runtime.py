@@ -8,6 +8,7 @@ The rooms, one module each in this package:
 - ``supervisor``: the core's life (start, stop, restart after a failure), what it runs on, format and optimization
   changes, heap trimming, telemetry;
 - ``anchor``: the face, built from a portrait on a worker;
+- ``cast``: the rundown's cast of two or more on the programme, their faces built on a worker;
 - ``rundown``: speech scheduling and the teleprompter's place;
 - ``recording``: the program into MP4, and recovery of what a crash cut short;
 - ``microphone``: the input device and the microphone mode;
@@ -29,6 +30,7 @@ from studio.pipeline.motion import warm_microphone
 from studio.pipeline.settings import CoreSettings
 from studio.pipeline.telemetry import RuntimeState, TelemetryBus, TelemetrySnapshot
 from studio.runtime.anchor import AnchorRoom
+from studio.runtime.cast import CastRoom
 from studio.runtime.events import Outbox
 from studio.runtime.microphone import MicrophoneRoom
 from studio.runtime.outputs import LiveOutputsRoom
@@ -55,6 +57,8 @@ class StudioRuntime:
         self.supervisor = CoreSupervisor(settings, self.outbox, self.bus)
         self.anchors = AnchorRoom(self.supervisor, self.outbox)
         self.rundown = RundownRoom(settings, self.supervisor, self.outbox)
+        self.cast = CastRoom(self.supervisor, self.outbox)
+        self.rundown.hold = lambda: self.cast.building  # a show waits for its cast's faces
         self.recording = RecordingRoom(settings, self.supervisor, self.outbox)
         self.streams = LiveOutputsRoom(self.supervisor, self.outbox)
         self.microphone = MicrophoneRoom(self.supervisor, self.rundown, self.recording, self.outbox,
@@ -63,6 +67,7 @@ class StudioRuntime:
             cmd.Shutdown: self._on_shutdown,
             cmd.LoadAnchor: lambda c: self.anchors.load(c.path),
             cmd.GoLive: self._on_go_live,
+            cmd.SetCast: lambda c: self.cast.set(c.members, c.layout),
             cmd.Stop: self._on_stop,
             cmd.SetPaused: lambda c: self.supervisor.clock.set_paused(c.paused),
             cmd.StartRecording: lambda c: self.recording.start(c.folder),
@@ -169,6 +174,7 @@ class StudioRuntime:
         self.supervisor.close()
         self.rundown.close()
         self.anchors.close()
+        self.cast.close()
         self.microphone.close()
         self._state = RuntimeState.STOPPED
         self.outbox.emit(cmd.StateChanged(RuntimeState.STOPPED))
@@ -176,6 +182,7 @@ class StudioRuntime:
     def _step(self) -> None:
         if self.anchors.poll():
             self.microphone.resume_requested()  # the microphone mode was asked for before there was a face
+        self.cast.poll()
         self.recording.poll()
         for out, why in self.supervisor.poll():
             self.recording.lost(out, why)
@@ -214,8 +221,12 @@ class StudioRuntime:
     def _on_go_live(self, c: cmd.GoLive) -> None:
         if self.supervisor.mode is PreviewMode.MICROPHONE:  # going live with the rundown ends the microphone mode
             self.microphone.set_mode(PreviewMode.SCRIPT)
-        self.supervisor.set_look(c.graphics, c.rundown_rows or tuple(range(len(c.segments))), c.segments)
-        self.rundown.go_live(c)
+        from studio.pipeline.programme import with_name_straps
+
+        cast = self.cast.members
+        self.supervisor.set_look(c.graphics, c.rundown_rows or tuple(range(len(c.segments))),
+                                 with_name_straps(c.segments, cast))
+        self.rundown.go_live(c, cast)
         self._update_state(self.clock_s())
 
     def _on_set_format(self, c: cmd.SetFormat) -> None:
@@ -226,6 +237,7 @@ class StudioRuntime:
                                    busy=self.rundown.live or self.recording.recorder is not None)
         if presenter_px(self.supervisor.core_settings) != before:
             self.anchors.rebuild_for_format()
+        self.cast.refresh()  # its faces at the new format's presenter size
 
     def _on_stop(self, c: cmd.Stop) -> None:
         self.rundown.stop()

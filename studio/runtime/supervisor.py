@@ -1,8 +1,9 @@
 """The core's supervisor: starts, stops and restarts the one core (``studio.pipeline.core``) on its own thread.
 
-It owns what the core runs on: the anchor, the source and motion of the mode on air (the rundown's program on the
-program clock, or the microphone), the preview and the outputs other rooms attach (the recorder, streams). A new
-anchor, engine or picture format, a mode switch and the async flag restart the core on the same source and outputs;
+It owns what the core runs on: the anchor (or the rundown's cast, whose anchors are rows of one generator call: the
+script mode shows it), the source and motion of the mode on air (the rundown's program on the program clock, or the
+microphone), the preview and the outputs other rooms attach (the recorder, streams). A new anchor or cast, engine or
+picture format, a mode switch and the async flag restart the core on the same source and outputs;
 the other optimization flags change live. A core that fails is reported and restarted after a back-off. It also
 hands freed heap memory back to the system and assembles the telemetry snapshot.
 """
@@ -17,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from studio.audio.settings import AudioEngine
+from studio.contracts import CastLayout
 from studio.errors import StudioError
 from studio.pipeline import commands as cmd
 from studio.pipeline.commands import PreviewMode
@@ -40,6 +42,8 @@ class CoreSupervisor:
         self.outbox = outbox
         self.bus = bus
         self.anchor = None
+        self.cast: tuple | None = None  # the cast's anchor packs (two or more), shown in the script mode
+        self.cast_layout = CastLayout.TWO_SHOT
         self.mode = PreviewMode.SCRIPT
         self.audio_engine: AudioEngine = settings.audio_engine
         self.motion = None
@@ -84,39 +88,47 @@ class CoreSupervisor:
         from studio.graphics.look import Graphics, rows_graphics
 
         self.look = (graphics or Graphics(), rows_graphics(rows, segments))
-        canvas = self.core.post.canvas if self.core is not None else None
-        if canvas is not None:
-            canvas.restyle(replace(canvas.style, graphics=self.look[0], segments=self.look[1]))
+        if self.core is not None:  # also a core whose canvas is not open yet (just restarted for a cast)
+            self.core.post.set_graphics(*self.look)
 
     def clock_s(self) -> float:
         return self.clock.now_s() if self.clock is not None else 0.0
 
     # -- the core's life ----------------------------------------------------------------------------------------------
 
+    def on_air(self) -> tuple[object, CoreSettings]:
+        """The anchor pack the core runs on (the cast's packs in the script mode) and the core's settings for it."""
+        from studio.pipeline.programme import programme_settings
+
+        if self.cast is not None and self.mode is PreviewMode.SCRIPT:
+            return self.cast, programme_settings(self.core_settings, len(self.cast), self.cast_layout)
+        return self.anchor, self.core_settings
+
     def start_core(self) -> None:
-        """(Re)start the core on the current source, motion, anchor, settings and outputs."""
+        """(Re)start the core on the current source, motion, anchor (or cast), settings and outputs."""
         from studio.pipeline.factory import make_core, usable_here
-        from studio.pipeline.motion import ProgramMotion
         from studio.pipeline.post import CanvasStyle
+        from studio.pipeline.cast_motion import motion_fits, programme_motion
 
         if self.anchor is None:
             return
         self.stop_core()
-        s = self.core_settings = replace(self.core_settings, optimizations=usable_here(
+        self.core_settings = replace(self.core_settings, optimizations=usable_here(
             self.core_settings.optimizations, self.core_settings.engine, self.core_settings.device))
+        anchor, s = self.on_air()
         if self.mode is PreviewMode.MICROPHONE:
             source, motion = self.mic_source, self.motion
             self.preview.set_clock(None)
         else:
-            if not isinstance(self.motion, ProgramMotion):
-                self.motion = ProgramMotion(audio_engine=self.audio_engine, seed=s.seed)
+            if not motion_fits(self.motion, s.cast_size):  # one motion row per anchor
+                self.motion = programme_motion(s.cast_size, self.audio_engine, s.seed)
             source, motion = self.program_source, self.motion
             self.preview.set_clock(self.clock)
         from studio.graphics.look import Graphics
 
         style = CanvasStyle(background_image=self.settings.canvas_background, graphics=self.look[0] or Graphics(),
                             segments=self.look[1])
-        core = make_core(source, motion, s, self.anchor, [self.preview, *self._attached], bus=self.bus,
+        core = make_core(source, motion, s, anchor, [self.preview, *self._attached], bus=self.bus,
                          canvas_style=style)
         core.warm()
         for note in core.pool.engine_notes:  # which compiled engine runs, or why eager
@@ -218,6 +230,12 @@ class CoreSupervisor:
         self.anchor = anchor
         self.start_core()
 
+    def set_cast(self, packs: tuple | None, layout: CastLayout) -> None:
+        """The cast's anchor packs (None: the one anchor) shown as ``layout``, from a core started now."""
+        self.cast, self.cast_layout = packs, layout
+        self.preview.clear()  # the picture changes shape
+        self.start_core()
+
     def drive_by_microphone(self, mic) -> str:
         """The microphone drives the presenter; returns the motion's note (which engine), or raises StudioError
         with the script mode back on air."""
@@ -251,8 +269,9 @@ class CoreSupervisor:
         from studio.pipeline.motion import ProgramMotion
 
         self.audio_engine = engine
-        if isinstance(self.motion, ProgramMotion):
-            self.motion.audio_engine = engine
+        for m in getattr(self.motion, "members", [self.motion]):  # a cast's motion: one ProgramMotion an anchor
+            if isinstance(m, ProgramMotion):
+                m.audio_engine = engine
 
     # -- the core's settings ------------------------------------------------------------------------------------------
 
@@ -283,7 +302,7 @@ class CoreSupervisor:
         if self.anchor is not None and self.settings.check_format_speed:
             self.stop_core()  # measure on a quiet machine: the idle presenter would take half of it
             try:
-                ms = measure_format(settings, self.anchor)
+                ms = measure_format(*self._measured(settings))
             except StudioError as exc:
                 self.start_core()
                 self._format_changed(f"Not applied: {exc}")
@@ -303,6 +322,14 @@ class CoreSupervisor:
         if self.anchor is not None:
             self.start_core()
         self._format_changed("")
+
+    def _measured(self, settings: CoreSettings) -> tuple[CoreSettings, object]:
+        """What a new format is measured with: the cast on the programme (its settings), or the one anchor."""
+        from studio.pipeline.programme import programme_settings
+
+        if self.cast is not None and self.mode is PreviewMode.SCRIPT:
+            return programme_settings(settings, len(self.cast), self.cast_layout), self.cast
+        return settings, self.anchor
 
     def _format_changed(self, message: str) -> None:
         self.outbox.emit(cmd.FormatChanged(self.core_settings, message))

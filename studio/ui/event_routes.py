@@ -30,10 +30,10 @@ def _message(seconds: int, text: Callable[[rt.Event], str]) -> Callable:
 
 def _anchor_loaded(w: MainWindow, e: rt.AnchorLoaded) -> None:
     w.anchor_name = e.name
-    w.setWindowTitle(f"{APP_TITLE} — {e.name}")
+    w.setWindowTitle(f"{APP_TITLE} — {' & '.join(w.cast_names) or e.name}")
     w.anchor_panel.loaded(e.name, on_air=w.state == RuntimeState.LIVE)
     w.settings.setValue("anchor/path", str(e.path) if e.path else "")
-    w.want_thumbnail = True
+    w.want_thumbnail = not w.cast_names  # the next frame is this face's (not a cast's picture)
     if not w.heap_settled:  # the presenter is up: what the engines loaded lives as long as the studio
         w.heap_settled = True
         QTimer.singleShot(2000, w, w.settle_heap)  # a freeze alone: it may be on air by then
@@ -44,6 +44,21 @@ def _anchor_failed(w: MainWindow, e: rt.AnchorFailed) -> None:
     w.statusBar().showMessage(f"Anchor not loaded: {e.message}", 10000)
     if not w.anchor_name and e.path is not None:
         w.bridge.send(rt.LoadAnchor(None))  # never leave the producer without a face
+
+
+def _cast_on_air(w: MainWindow, e: rt.CastOnAir) -> None:
+    w.cast_names = e.names
+    w.rundown.cast_form.show_on_air(e.names)
+    w.anchor_panel.status.setText("Off the programme while the rundown's cast is on it (back in the microphone "
+                                  "mode)." if e.names else "Ready")
+    w.setWindowTitle(f"{APP_TITLE} — {' & '.join(e.names) or w.anchor_name}")
+    if e.names:
+        w.statusBar().showMessage(f"The cast is on the programme: {', '.join(e.names)}.", 8000)
+
+
+def _cast_failed(w: MainWindow, e: rt.CastFailed) -> None:
+    w.rundown.cast_form.show_error(e.member, e.message)
+    w.statusBar().showMessage(f"Cast not on the programme: {e.message}", 15000)
 
 
 def _state_changed(w: MainWindow, e: rt.StateChanged) -> None:
@@ -135,6 +150,9 @@ ROUTES: dict[type, Callable[[MainWindow, rt.Event], None]] = {
     rt.AnchorProgress: lambda w, e: w.anchor_panel.progress(e.fraction, e.message),
     rt.AnchorLoaded: _anchor_loaded,
     rt.AnchorFailed: _anchor_failed,
+    rt.CastProgress: lambda w, e: w.rundown.cast_form.show_progress(e.fraction, e.message),
+    rt.CastOnAir: _cast_on_air,
+    rt.CastFailed: _cast_failed,
     rt.StateChanged: _state_changed,
     rt.AudioOutputStatus: _audio_output,
     rt.VoicesListed: _voices_listed,

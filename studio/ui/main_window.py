@@ -12,11 +12,12 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QSettings, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QScrollArea, QTabWidget, QVBoxLayout,
+                               QWidget)
 
 from studio.paths import data_dir
 from studio.pipeline import commands as rt
-from studio.pipeline.rundown import load_user_rundown, save_rundown, user_programme_graphics
+from studio.pipeline.rundown import load_user_rundown, save_rundown, user_cast, user_programme_graphics
 from studio.pipeline.telemetry import RuntimeState, StallMeter, TelemetrySnapshot
 from studio.runtime import StudioSettings
 from studio.ui.bridge import RuntimeBridge
@@ -40,7 +41,7 @@ CHARTS_EVERY_TICKS = 60  # ~1 s between the charts' data points
 CHART_DRAW_EVERY_TICKS = 8  # one plot redrawn every 8th tick: seven in 56 ticks, before the next point
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized
-LAYOUT_VERSION = 6  # bump when the default dock layout changes, so an old saved layout is not restored over it
+LAYOUT_VERSION = 7  # bump when the default dock layout changes, so an old saved layout is not restored over it
 
 
 def _cuda_available() -> bool:
@@ -76,6 +77,24 @@ def default_studio_settings(qs: QSettings, cuda: bool) -> StudioSettings:
     return replace(base, core=core, canvas_background=background)
 
 
+def scrolled(widget: QWidget) -> QScrollArea:
+    """``widget`` in a vertical scroll area: a tall panel in a tab scrolls instead of making its dock as tall as it
+    (the COMPILE form took 495 px from the rundown above it)."""
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QScrollArea.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    return area
+
+
+def cast_layout(value: object):
+    """The saved cast layout (``CastLayout``'s value), two-shot when none or unknown."""
+    from studio.contracts import CastLayout
+
+    return next((x for x in CastLayout if x.value == value), CastLayout.TWO_SHOT)
+
+
 def studio_settings() -> QSettings:
     """The window's persistent settings (an INI file in the data folder, so tests stay isolated)."""
     return QSettings(str(data_dir() / "studio.ini"), QSettings.IniFormat)
@@ -95,6 +114,7 @@ class MainWindow(QMainWindow):
         self.bridge.event.connect(self.on_event)
         self.runtime = self.bridge.runtime
         self.anchor_name = ""
+        self.cast_names: tuple[str, ...] = ()  # the rundown's cast on the programme (empty: the one anchor)
         self.heap_settled = False
         self.state = RuntimeState.STARTING
         self.recording_path: Path | None = None
@@ -186,10 +206,10 @@ class MainWindow(QMainWindow):
         self.tools = QTabWidget()
         self.tools.addTab(self.outputs, "OUTPUTS")
         self.tools.addTab(self.leaderboard, "LEADERBOARD")
-        self.tools.addTab(self.compile_panel, "COMPILE")
+        self.tools.addTab(scrolled(self.compile_panel), "COMPILE")
         self.farm_panel = FarmPanel(self.rundown.segments, lambda: self.runtime.core_settings,
                                     lambda: self.runtime.anchor, data_dir() / "farm")
-        self.tools.addTab(self.farm_panel, "FARM")
+        self.tools.addTab(scrolled(self.farm_panel), "FARM")
         self.tools_dock = self._dock("LIVE OUTPUTS · ENGINES", "tools", self.tools)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
         self.prompter_dock = self._dock("TELEPROMPTER", "teleprompter", self.teleprompter)
@@ -221,6 +241,8 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.preview_dock, self.prompter_dock], [max(400, h - 300), 250], Qt.Vertical)
         self.resizeDocks([self.prompter_dock, self.charts_dock], [420, max(300, w - side - rundown - 420)],
                          Qt.Horizontal)
+        # the rundown (segments, cast, graphics) over the outputs' tabs: most of the height to what is edited most
+        self.resizeDocks([self.rundown_dock, self.tools_dock], [max(400, h - 340), 300], Qt.Vertical)
 
     def _build_actions(self) -> None:
         self.live_action = QAction("Go live / Stop", self)
@@ -284,9 +306,12 @@ class MainWindow(QMainWindow):
             self._default_layout()
         folder = s.value("recording/folder", "") or str(default_recording_folder())
         self.record_panel.set_folder(str(folder))
+        self.rundown.set_cast(user_cast())  # before the segments: their speakers are checked against it
+        self.rundown.cast_form.set_layout_choice(cast_layout(s.value("cast/layout", "")))
         self.rundown.set_segments(load_user_rundown())
         self.rundown.set_programme_graphics(user_programme_graphics())
         self.rundown.changed.connect(self._save_rundown_soon)
+        self.rundown.cast_form.changed.connect(self._cast_changed)
         self._rundown_timer = QTimer(self, singleShot=True, interval=1500)
         self._rundown_timer.timeout.connect(self._save_rundown)
         if anchor is None:
@@ -294,6 +319,7 @@ class MainWindow(QMainWindow):
             anchor = Path(saved) if saved and Path(saved).is_file() else None
         self._requested_anchor = anchor
         self.bridge.send(rt.LoadAnchor(anchor))
+        self.bridge.send(rt.SetCast(self.rundown.cast(), self.rundown.cast_form.layout_choice()))
         if Path(str(folder)).is_dir():
             self.bridge.send(rt.RecoverRecordings(Path(str(folder))))
         if self.mic_panel.engine_combo.currentData() != self.runtime.settings.audio_engine.value:
@@ -352,6 +378,12 @@ class MainWindow(QMainWindow):
         self.settings.setValue("pipeline/optimizations", ",".join(sorted(o.value for o in flags)))
         self.bridge.send(rt.SetOptimizations(frozenset(flags)))
 
+    def _cast_changed(self) -> None:
+        """The cast or its layout was edited: to the studio (which builds what it needs), and the layout kept."""
+        layout = self.rundown.cast_form.layout_choice()
+        self.settings.setValue("cast/layout", layout.value)
+        self.bridge.send(rt.SetCast(self.rundown.cast(), layout))
+
     def _go_live(self, rows: list, segments: list) -> None:
         self.live_stall_max_ms = 0.0
         self.bridge.send(rt.GoLive(tuple(segments), tuple(rows), self.rundown.programme_graphics()))
@@ -377,7 +409,8 @@ class MainWindow(QMainWindow):
 
     def _save_rundown(self) -> None:
         try:
-            save_rundown(self.rundown.segments(), graphics=self.rundown.programme_graphics())
+            save_rundown(self.rundown.segments(), graphics=self.rundown.programme_graphics(),
+                         cast=self.rundown.cast())
         except Exception as exc:  # InputError with a message; never lose the window over a save
             self.statusBar().showMessage(str(exc), 8000)
 

@@ -1,4 +1,5 @@
-"""The rundown (segments to edit, reorder, add, remove; Go live) and the teleprompter that follows the words."""
+"""The rundown (segments to edit, reorder, add, remove; Go live; the cast and each segment's speaker) and the
+teleprompter that follows the words."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from PySide6.QtWidgets import (
     QPushButton, QScrollArea, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget,
 )
 
+from studio.pipeline.cast import segment_voice, speaker_index
 from studio.pipeline.rundown import Segment
 from studio.speech.types import WordTiming
 from studio.ui import theme
+from studio.ui.cast_form import CastForm
 from studio.ui.graphics_form import GraphicsForm
 
 _ROLE = Qt.UserRole
@@ -65,31 +68,50 @@ class RundownPanel(QWidget):
         self.title_edit.textEdited.connect(self._edited)
         self.text_edit.textChanged.connect(self._edited)
         self.voice_combo.currentTextChanged.connect(self._edited)
+        self.speaker_combo = QComboBox()
+        self.speaker_combo.setToolTip("Who speaks this segment (the cast's first anchor when none is chosen)")
+        self.speaker_combo.currentIndexChanged.connect(self._edited)
 
         buttons = QHBoxLayout()
         for b in (self.add_button, self.remove_button, self.up_button, self.down_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         form_top = QHBoxLayout()
-        form_top.addWidget(self.title_edit, 2)
-        form_top.addWidget(self.voice_combo, 1)
+        form_top.addWidget(self.title_edit, 3)
+        form_top.addWidget(self.voice_combo, 2)
+        who = QHBoxLayout()  # with a cast: who speaks the segment (hidden without one)
+        self.speaker_label = QLabel("Spoken by")
+        self.speaker_label.setProperty("role", "muted")
+        who.addWidget(self.speaker_label)
+        who.addWidget(self.speaker_combo, 1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 10, 10, 10)
-        lay.addWidget(self.list, 3)
+        lay.addWidget(self.list, 2)
         lay.addLayout(buttons)
         lay.addLayout(form_top)
+        lay.addLayout(who)
         lay.addWidget(self.text_edit, 2)
+        self.cast_form = CastForm()
+        self.cast_form.changed.connect(self._cast_changed)
+        self.cast_form.renamed.connect(lambda old, new: self._replace_speaker(old, new))
+        self.cast_form.removed.connect(lambda name: self._replace_speaker(name, None))
         self.graphics = GraphicsForm()
         self.graphics.programme_changed.connect(self.changed.emit)
         self.graphics.segment_changed.connect(self._edited)
-        # the graphics scroll when the dock is short, instead of squeezing over the other rows
+        # the cast and the graphics scroll when the dock is short, instead of squeezing over the other rows
+        forms = QWidget()
+        forms_lay = QVBoxLayout(forms)
+        forms_lay.setContentsMargins(0, 0, 0, 0)
+        forms_lay.addWidget(self.cast_form)
+        forms_lay.addWidget(self.graphics)
         scroll = QScrollArea()
-        scroll.setWidget(self.graphics)
+        scroll.setWidget(forms)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        lay.addWidget(scroll, 2)
+        lay.addWidget(scroll, 3)
         lay.addWidget(self.go_button)
+        self._fill_speakers()
 
     # -- data ---------------------------------------------------------------------------------------------------
 
@@ -101,12 +123,15 @@ class RundownPanel(QWidget):
         if current:
             self.voice_combo.setCurrentText(current)
         self._loading = False
+        self.cast_form.set_voices(names)
 
     def set_segments(self, segments: list[Segment]) -> None:
+        """The segments in air order (a speaker who is not in the cast is dropped: the first anchor speaks)."""
         self.list.clear()
+        names = set(self.cast_form.names())
         for seg in segments:
             item = QListWidgetItem()
-            item.setData(_ROLE, seg)
+            item.setData(_ROLE, seg if seg.anchor is None or seg.anchor in names else replace(seg, anchor=None))
             self.list.addItem(item)
         self._renumber()
         if segments:
@@ -122,11 +147,47 @@ class RundownPanel(QWidget):
     def segments(self) -> list[Segment]:
         return [self.list.item(i).data(_ROLE) for i in range(self.list.count())]
 
-    def _renumber(self) -> None:
+    def cast(self) -> tuple:
+        """The cast as edited (``studio.pipeline.cast.Member``s; empty: one anchor)."""
+        return self.cast_form.cast()
+
+    def set_cast(self, members) -> None:
+        """Show ``members`` (before ``set_segments``: the speakers are checked against them)."""
+        self.cast_form.set_cast(members)
+        self._fill_speakers()
+
+    # -- the cast and the speakers ------------------------------------------------------------------------------
+
+    def _cast_changed(self) -> None:
+        self._fill_speakers()
+        self._renumber()
+
+    def _fill_speakers(self) -> None:
+        names = self.cast_form.names()
+        loading, self._loading = self._loading, True
+        self.speaker_combo.clear()
+        self.speaker_combo.addItems(names)
+        self.speaker_combo.setVisible(bool(names))
+        self.speaker_label.setVisible(bool(names))
+        self._loading = loading
+        self._show_current(self.list.currentRow())
+
+    def _replace_speaker(self, old: str, new: str | None) -> None:
+        """The segments ``old`` spoke are spoken by ``new`` (None: the cast's first anchor)."""
         for i in range(self.list.count()):
             item = self.list.item(i)
             seg: Segment = item.data(_ROLE)
-            item.setText(f"{i + 1:>2}   {seg.title}\n      {seg.word_count} words  ·  {seg.voice}")
+            if seg.anchor == old:
+                item.setData(_ROLE, replace(seg, anchor=new))
+
+    def _renumber(self) -> None:
+        cast = self.cast()
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            seg: Segment = item.data(_ROLE)
+            who = f"{cast[speaker_index(cast, seg.anchor)].name}  ·  " if cast else ""
+            item.setText(f"{i + 1:>2}   {seg.title}\n      {seg.word_count} words  ·  {who}"
+                         f"{segment_voice(seg, cast)}")
         self.changed.emit()
 
     def _show_current(self, row: int) -> None:
@@ -138,7 +199,9 @@ class RundownPanel(QWidget):
             if self.voice_combo.findText(seg.voice) < 0:
                 self.voice_combo.addItem(seg.voice)
             self.voice_combo.setCurrentText(seg.voice)
-        for w in (self.title_edit, self.text_edit, self.voice_combo):
+            cast = self.cast()
+            self.speaker_combo.setCurrentIndex(speaker_index(cast, seg.anchor) if cast else -1)
+        for w in (self.title_edit, self.text_edit, self.voice_combo, self.speaker_combo):
             w.setEnabled(seg is not None)
         self.graphics.set_segment(seg.graphics if seg else None, seg is not None)
         self._loading = False
@@ -152,7 +215,8 @@ class RundownPanel(QWidget):
         seg: Segment = item.data(_ROLE)
         item.setData(_ROLE, replace(seg, title=self.title_edit.text(), text=self.text_edit.toPlainText(),
                                     voice=self.voice_combo.currentText() or seg.voice,
-                                    graphics=self.graphics.segment(seg.graphics)))
+                                    graphics=self.graphics.segment(seg.graphics),
+                                    anchor=self.speaker_combo.currentText() or None))
         self._renumber()
 
     def add_segment(self, voice: str = "") -> None:

@@ -146,6 +146,22 @@ def test_pill_words() -> None:
         "KV cache: n/a here"
     assert pill_text(OptimizationShare("pyramidal", OptimizationStatus.ACTIVE, math.nan)) == "pyramidal: —"
     assert pill_text(OptimizationShare("frame_interpolation", OptimizationStatus.INACTIVE)) == "keyframes: off"
+    off = OptimizationShare("cuda_graphs", OptimizationStatus.UNAVAILABLE, math.nan,
+                            "CUDA graphs: off for a cast of 2 (its warp runs eager)", "CUDA graphs: off for a cast of 2")
+    assert pill_text(off) == "CUDA graphs: off for a cast of 2"
+
+
+def test_a_flag_a_cast_cannot_use_says_so_on_its_pill(window) -> None:
+    w, strip, action, bus = window
+    line = "CUDA graphs: off for a cast of 2 (the cast's warp runs eager)"
+    sample = known_sample()
+    shares = sample.compute.shares + (OptimizationShare("cuda_graphs", OptimizationStatus.UNAVAILABLE, math.nan, line,
+                                                        "CUDA graphs: off for a cast of 2"),)
+    bus.publish(replace(sample, compute=replace(sample.compute, shares=shares)))
+    strip.refresh()
+    pill = strip.pills[Optimization.CUDA_GRAPHS]
+    assert pill.text() == "CUDA graphs: off for a cast of 2" and line in pill.toolTip()
+    assert not pill.isEnabled() and pill.property("status") == "unavailable"
 
 
 def test_leaderboard_panel_says_a_run_was_cut_short_and_what_the_builtin_size_is(qtbot) -> None:

@@ -49,3 +49,17 @@ def test_a_closed_mouth_skips_the_mouth_interior(two_packs) -> None:
     with torch.inference_mode():
         cast(c)
     assert cast.mouth_skipped == 1
+
+
+def test_a_picture_format_is_measured_with_the_cast_on_the_programme(two_packs) -> None:
+    """What the studio refuses a format with: the cast's core (both anchors, one motion row each), not one face."""
+    import math
+
+    from studio.contracts import CastLayout
+    from studio.pipeline.factory import measure_format
+    from studio.pipeline.programme import programme_settings
+    from studio.pipeline.settings import CoreSettings
+
+    s = programme_settings(CoreSettings(size_px=64, fps=25.0, chunk_frames=4, batch_frames=4), 2, CastLayout.TWO_SHOT)
+    ms = measure_format(s, two_packs, seconds=0.4)
+    assert math.isfinite(ms) and ms > 0

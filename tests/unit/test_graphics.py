@@ -250,3 +250,24 @@ def test_the_fixed_form_of_the_canvas_gives_the_eager_pictures() -> None:
         b = torch.cat(parts)
         assert (a.int() - b.int()).abs().max() <= 1, (row, n)
         start += n
+
+
+def test_graphics_set_before_the_canvas_opens_are_on_it() -> None:
+    """The studio restarts its core (a new anchor, a cast) and goes live at once: the look sent before the new core's
+    canvas opened is the one it opens with, and one sent after reaches the open canvas."""
+    from studio.contracts import Layout, ProgramFormat
+    from studio.graphics.look import CanvasStyle, Graphics
+    from studio.pipeline.post_stage import PostStage
+    from studio.pipeline.settings import CoreSettings
+
+    fmt = ProgramFormat(width=256, height=144, fps=25.0, layout=Layout.CANVAS, presenter_px=144)
+    post = PostStage(fmt, torch.device("cpu"), CoreSettings(), True, CanvasStyle())
+    post.set_graphics(Graphics(role="Evening news", ticker=("A",)), (Graphics(name="Anna"),))
+    canvas = post.open_canvas()
+    assert canvas.style.graphics == Graphics(role="Evening news", ticker=("A",))
+    assert canvas.style.graphics_for(0) == Graphics(name="Anna", role="Evening news", ticker=("A",))
+    post.set_graphics(Graphics(clock=True), ())
+    canvas.select("")  # a restyle is taken between chunks
+    assert canvas.style.graphics == Graphics(clock=True)
+    square = PostStage(ProgramFormat(width=64, height=64, fps=25.0), torch.device("cpu"), CoreSettings(), True)
+    square.set_graphics(Graphics(clock=True), ())  # no canvas in this layout: nothing to do
