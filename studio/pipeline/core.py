@@ -47,6 +47,7 @@ from studio.contracts import Chunk, InterpolationKind, MotionSource, Output, Pac
 from studio.pipeline.pool import GeneratorPool, compiled_engine_note
 from studio.pipeline.post_stage import PostStage
 from studio.pipeline.savings import PairedSavings
+from studio.pipeline.stage_queue import StageQueue
 from studio.pipeline.settings import CoreSettings, Optimization
 from studio.pipeline.telemetry import (CacheRate, ComputeSaved, OptimizationShare, OptimizationStatus, StageTiming,
                                        TelemetryBus, TelemetrySample, stage_timing)
@@ -86,43 +87,6 @@ class CoreReport:
     first_frame_s: float | None = None
     first_frame_from_core_s: float | None = None
     first_frame_from_command_s: float | None = None
-
-
-class _Queue:
-    """A bounded blocking FIFO (see the module docstring for why it never drops); records its deepest level."""
-
-    def __init__(self, maxsize: int) -> None:
-        self._q: deque = deque()
-        self._cv = threading.Condition()
-        self.maxsize = maxsize
-        self.max_depth = 0
-
-    def put(self, item, stop: threading.Event | None = None) -> None:
-        with self._cv:
-            while len(self._q) >= self.maxsize:
-                self._cv.wait(0.05)
-            self._q.append(item)
-            self.max_depth = max(self.max_depth, len(self._q))
-            self._cv.notify_all()
-
-    def get(self):
-        with self._cv:
-            while not self._q:
-                self._cv.wait()
-            item = self._q.popleft()
-            self._cv.notify_all()
-            return item
-
-    def wait_empty(self, abort: Callable[[], bool]) -> None:
-        """Block until the consumer has taken everything (or ``abort()`` is true)."""
-        with self._cv:
-            while self._q and not abort():
-                self._cv.wait(0.05)
-
-    @property
-    def depth(self) -> int:
-        with self._cv:
-            return len(self._q)
 
 
 _DONE = object()
@@ -178,7 +142,7 @@ class Core:
         self._stage_per_frame: dict[str, deque[float]] = {k: deque(maxlen=_WINDOW) for k in ("motion", "generate",
                                                                                              "post")}
         self._all_stage_ms: dict[str, list[float]] = {"motion": [], "generate": [], "post": []}
-        self._queues: dict[str, _Queue] = {}
+        self._queues: dict[str, StageQueue] = {}
         self.produced = self.dropped = self.silent_frames = 0
         self.frames_full = self.frames_interpolated = self.frames_fallback = 0
         self._cost_s_per_frame = 0.02
@@ -621,7 +585,7 @@ class Core:
 
     def _run_async(self, stop: threading.Event) -> None:
         depth = max(1, self.s.queue_depth)
-        q_ab, q_bc = _Queue(depth), _Queue(depth)
+        q_ab, q_bc = StageQueue(depth), StageQueue(depth)
         self._queues = {"motion->generate": q_ab, "generate->post": q_bc}
         errors: list[BaseException] = []
         halt = threading.Event()  # set on the first error: every stage winds down
