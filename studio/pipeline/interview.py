@@ -142,6 +142,7 @@ class InterviewSource(Source):
         self.floor: Floor | None = None
         self.turns_added = 0
         self.first_slot: int | None = None  # the first slot of the run (a recording's first frame)
+        self.on_place = None  # called with each turn as it goes on the timeline (the studio plays it to the guest)
 
     @property
     def next_k(self) -> int:
@@ -220,6 +221,8 @@ class InterviewSource(Source):
         self.floor.host_turn(item.end_slot / fps)
         self.placed.append(TurnPlaced(len(self.placed) + 1, slot, item.n_slots))
         log.info("host turn %d at slot %d (%.2f s)", len(self.placed), slot, item.duration_s)
+        if self.on_place is not None:
+            self.on_place(item)
 
     def close(self) -> None:
         self.mic.close()

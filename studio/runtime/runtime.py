@@ -10,7 +10,8 @@ The rooms, one module each in this package:
 - ``anchor``: the face, built from a portrait on a worker;
 - ``rundown``: speech scheduling and the teleprompter's place;
 - ``recording``: the program into MP4, and recovery of what a crash cut short;
-- ``microphone``: the input device and the microphone mode;
+- ``microphone``: the input device, the microphone mode and the interview mode;
+- ``interview``: the interview's guest and the faces of its cast of two;
 - ``outputs``: the live streams.
 A failing stage never ends the studio: the error is reported and the core restarts.
 """
@@ -30,6 +31,7 @@ from studio.pipeline.settings import CoreSettings
 from studio.pipeline.telemetry import RuntimeState, TelemetryBus, TelemetrySnapshot
 from studio.runtime.anchor import AnchorRoom
 from studio.runtime.events import Outbox
+from studio.runtime.interview import InterviewRoom
 from studio.runtime.microphone import MicrophoneRoom
 from studio.runtime.outputs import LiveOutputsRoom
 from studio.runtime.recording import RecordingRoom
@@ -57,7 +59,8 @@ class StudioRuntime:
         self.rundown = RundownRoom(settings, self.supervisor, self.outbox)
         self.recording = RecordingRoom(settings, self.supervisor, self.outbox)
         self.streams = LiveOutputsRoom(self.supervisor, self.outbox)
-        self.microphone = MicrophoneRoom(self.supervisor, self.rundown, self.recording, self.outbox,
+        self.interview = InterviewRoom(self.supervisor, self.anchors, self.outbox)
+        self.microphone = MicrophoneRoom(self.supervisor, self.rundown, self.recording, self.outbox, self.interview,
                                          on_mode_changed=lambda: self._update_state(self.clock_s()))
         self.routes: dict[type, Callable] = {  # command type -> the room that handles it
             cmd.Shutdown: self._on_shutdown,
@@ -71,6 +74,7 @@ class StudioRuntime:
             cmd.SetVoice: lambda c: setattr(self.rundown, "default_voice", c.voice),
             cmd.SetMicrophone: lambda c: self.microphone.select(c.name),
             cmd.SetMode: lambda c: self.microphone.set_mode(c.mode),
+            cmd.SetGuestPortrait: lambda c: self.interview.set_guest(c.path),
             cmd.SetAudioEngine: lambda c: self.microphone.set_audio_engine(c.engine),
             cmd.SetOptimizations: lambda c: self.supervisor.set_optimizations(frozenset(c.optimizations)),
             cmd.SetFormat: self._on_set_format,
@@ -175,7 +179,10 @@ class StudioRuntime:
 
     def _step(self) -> None:
         if self.anchors.poll():
+            self.interview.refresh()  # an interview on air gets the new host's face
             self.microphone.resume_requested()  # the microphone mode was asked for before there was a face
+        if self.interview.poll():
+            self.microphone.resume_requested()  # the interview was asked for before its faces were ready
         self.recording.poll()
         for out, why in self.supervisor.poll():
             self.recording.lost(out, why)
@@ -226,6 +233,7 @@ class StudioRuntime:
                                    busy=self.rundown.live or self.recording.recorder is not None)
         if presenter_px(self.supervisor.core_settings) != before:
             self.anchors.rebuild_for_format()
+        self.interview.refresh()
 
     def _on_stop(self, c: cmd.Stop) -> None:
         self.rundown.stop()
@@ -237,7 +245,7 @@ class StudioRuntime:
         sup = self.supervisor
         if sup.anchor is None:
             state = RuntimeState.STARTING if self.anchors.loading else RuntimeState.NO_ANCHOR
-        elif sup.mode is PreviewMode.MICROPHONE:
+        elif sup.mode is PreviewMode.MICROPHONE or (sup.mode is PreviewMode.INTERVIEW and not self.rundown.live):
             state = RuntimeState.MICROPHONE
         elif sup.clock is not None and sup.clock.paused:
             state = RuntimeState.PAUSED
