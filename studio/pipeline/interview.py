@@ -365,8 +365,10 @@ class TurnSpeaker:
     def _run(self) -> None:
         from studio.errors import StudioError
         from studio.pipeline.sources import item_from_utterance
+        from studio.pipeline.threads import lower_thread_priority
         from studio.speech import SpeechSettings, synthesize
 
+        lower_thread_priority()  # the frames first: a turn is spoken well before it is due
         for text in self.turns:
             if self._stop.is_set():
                 return
