@@ -157,12 +157,14 @@ class InterviewSource(Source):
         """The host stops: turns not started are dropped, and a turn on air is silenced from the next slot on."""
         with self._lock:
             self._waiting.clear()
+            if self.floor is None:  # not open yet: nothing is on the timeline
+                return
             slot = self.mic.next_k
             self.program.cut(self._sample(slot, PROGRAM_RATE_HZ))
             self.analysis.cut(self._sample(slot, ANALYSIS_RATE_HZ))
             for it in self._items:
                 it.n_slots = max(0, min(it.n_slots, slot - it.start_slot))
-            if self.floor is not None and self.floor.host_end_s is not None:
+            if self.floor.host_end_s is not None:
                 self.floor.host_end_s = min(self.floor.host_end_s, slot / self.fmt.fps)
 
     def waiting(self) -> int:

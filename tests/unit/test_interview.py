@@ -172,3 +172,29 @@ def test_interview_mixes_in_sync_takes_turns_and_each_row_listens() -> None:
     yaw = coeffs[..., Coeff.HEAD_YAW_DEG]
     late_guest = slice(g0 + 15, g1)  # the turn has eased in
     assert (yaw[late_guest, HOST] - yaw[late_guest, GUEST]).mean() > 1.0  # the host turns toward the guest's seat
+
+
+def test_stop_silences_the_turn_on_air_and_drops_the_rest() -> None:
+    import threading
+
+    from studio.audio.ringbuffer import AudioRing
+    from studio.pipeline.interview import InterviewSource
+    from studio.pipeline.sources import MicSource
+
+    ring = AudioRing(20 * PROGRAM_RATE_HZ, PROGRAM_RATE_HZ)
+    source = InterviewSource(MicSource(types.SimpleNamespace(ring=ring)), InterviewSettings(open_after_s=0.0))
+    source.cut()  # before the run: harmless
+    source.add_turn(_host_turn())
+    source.add_turn(_host_turn())
+    source.open(ProgramFormat(width=512, height=256, fps=FPS, rows=2))
+    pace = Pacing(max_frames=1, cost_s_per_frame=0.01, stop=threading.Event(), lead_s=0.04)
+    audio = []
+    for k in range(60):
+        ring.write(np.zeros(SLOT, np.float32))
+        audio.append(source.next_chunk(pace).audio)
+        if k == 10:
+            source.cut()
+    first = source.placed[0]
+    assert first.start_slot == 0 and len(source.placed) == 1 and source.waiting() == 0
+    heard = np.abs(np.concatenate(audio)).reshape(60, SLOT).max(axis=1)
+    assert heard[:10].max() > 0.1 and heard[12:].max() == 0.0  # silent from the slot after the stop on
