@@ -1,4 +1,4 @@
-"""Helper threads beside the core (speech, anchors): they yield the CPU to the frames."""
+"""Worker threads beside the core (speech, anchors): they yield the CPU to the frames."""
 
 from __future__ import annotations
 
