@@ -2,8 +2,8 @@
 
 An interview needs both faces framed at the two-shot's presenter size, the host's (the portrait on air) and the
 guest's (the producer's choice, or the built-in guest). They are built on the anchor room's worker when the
-interview is asked for, when the guest or the host's portrait changes, and when the picture format does; the mode
-starts (or the interview on air takes the new faces) when they are ready (``poll``).
+interview is asked for, and when the guest or the host's portrait changes (the picture format does not change during
+an interview); the mode starts (or the interview on air takes the new faces) when they are ready (``poll``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class InterviewRoom:
             self.prepare()  # the interview on air takes the new guest when the face is ready
 
     def refresh(self) -> None:
-        """The host's portrait or the picture format changed: an interview on air gets its faces again."""
+        """The host's portrait changed: an interview on air gets its faces again."""
         if self.supervisor.mode is PreviewMode.INTERVIEW:
             self.prepare()
 

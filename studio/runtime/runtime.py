@@ -228,12 +228,15 @@ class StudioRuntime:
     def _on_set_format(self, c: cmd.SetFormat) -> None:
         from studio.pipeline.factory import presenter_px
 
+        if self.supervisor.mode is PreviewMode.INTERVIEW:  # its faces are framed at the two-shot's size
+            self.outbox.emit(cmd.FormatChanged(self.supervisor.core_settings, "End the interview first: the picture "
+                                                                               "format changes between shows."))
+            return
         before = presenter_px(self.supervisor.core_settings)
         self.supervisor.set_format(c.settings, c.background,
                                    busy=self.rundown.live or self.recording.recorder is not None)
         if presenter_px(self.supervisor.core_settings) != before:
             self.anchors.rebuild_for_format()
-        self.interview.refresh()
 
     def _on_stop(self, c: cmd.Stop) -> None:
         self.rundown.stop()

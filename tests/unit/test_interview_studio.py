@@ -130,6 +130,10 @@ def test_an_interview_in_the_studio_takes_turns_with_the_guest(hopper_path: Path
         _wait(lambda: [e for e in of(cmd.GuestChanged) if e.path == hopper_path and not e.message], events)
         _wait(lambda: runtime.supervisor.cast[1].name == "grace_hopper" and runtime.core is not None, events)
 
+        runtime.submit(cmd.SetFormat(CoreSettings(size_px=128, fps=25.0, chunk_frames=2, batch_frames=2)))
+        refused = _wait(lambda: of(cmd.FormatChanged), events)
+        assert refused[0].message.startswith("End the interview first") and runtime.core_settings.size_px == 96
+
         runtime.submit(cmd.SetMode(PreviewMode.SCRIPT))
         _wait(lambda: runtime.supervisor.mode is PreviewMode.SCRIPT and runtime.core is not None
               and runtime.core.fmt.rows == 1, events)
