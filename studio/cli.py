@@ -133,6 +133,18 @@ def _build_parser() -> argparse.ArgumentParser:
                     help=f"what turns the voice into mouth motion (default {DEFAULT_AUDIO_ENGINE.value})")
     lv.add_argument("--motion-thread", action=argparse.BooleanOptionalAction, default=True,
                     help="neural engine: run the model on its own thread as the audio arrives (default)")
+    iv = lv.add_argument_group("interview", "the host (--anchor) speaks a script while the voice at the microphone "
+                                            "drives a guest beside it; each listens while the other speaks")
+    iv.add_argument("--interview", action="store_true", help="interview mode (needs --script or --text)")
+    lines = iv.add_mutually_exclusive_group()
+    lines.add_argument("--script", type=Path, help="the host's script, a UTF-8 text file: one turn per paragraph, "
+                                                   "and a turn ends after each question")
+    lines.add_argument("--text", help="the host's script as text (turns end after each question)")
+    iv.add_argument("--guest-portrait", type=Path, metavar="IMAGE",
+                    help="the guest's portrait (default: the built-in guest)")
+    iv.add_argument("--voice", help="the host's voice, e.g. piper:joe (see `doctor`)")
+    iv.add_argument("--layout", choices=[x.value for x in CastLayout], default=CastLayout.TWO_SHOT.value,
+                    help="two-shot (both on the set, the default) or cut (to whoever speaks)")
     _add_stream_args(lv)
     _add_picture_args(lv)
 
@@ -314,12 +326,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     style = _canvas_style(args)
     text = args.text
     if args.script is not None:
-        if not args.script.is_file():
-            raise InputError(f"Script file not found: {args.script}. Check the path.")
-        try:
-            text = args.script.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"Cannot read {args.script} as UTF-8 text: save the script as plain text.") from exc
+        text = _read_script(args.script)
     if text is not None:
         from studio.speech import check_request
 
@@ -418,6 +425,7 @@ def _cmd_live(args: argparse.Namespace) -> int:
     from studio.validate import check_output_path, check_seconds
 
     seconds = check_seconds(args.seconds)
+    interview = _interview_request(args)
     core = core_settings_from(args, live=True)
     from contextlib import nullcontext
 
@@ -434,9 +442,42 @@ def _cmd_live(args: argparse.Namespace) -> int:
         summary = run_live(core, seconds, out=args.out, input_device=args.input, anchor_path=args.anchor,
                            audio_engine=AudioEngine(args.audio_engine), motion_thread=args.motion_thread,
                            streams=tuple(stream_outputs(args.stream, allow_remote=args.stream_allow_remote)),
-                           say=print_line, canvas_style=_canvas_style(args))
+                           say=print_line, canvas_style=_canvas_style(args), interview=interview)
     print(f"live: {summary.line()}", flush=True)
     return EXIT_OK
+
+
+def _read_script(path: Path) -> str:
+    if not path.is_file():
+        raise InputError(f"Script file not found: {path}. Check the path.")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"Cannot read {path} as UTF-8 text: save the script as plain text.") from exc
+
+
+def _interview_request(args: argparse.Namespace):
+    """``live --interview``'s request, every input checked before any work; None without --interview."""
+    if not args.interview:
+        for flag, value in (("--script", args.script), ("--text", args.text),
+                            ("--guest-portrait", args.guest_portrait), ("--voice", args.voice)):
+            if value is not None:
+                raise InputError(f"{flag} is for the interview mode: add --interview, or leave {flag} out.")
+        return None
+    if args.script is None and args.text is None:
+        raise InputError("--interview needs the host's script: give --script FILE or --text \"...\".")
+    from studio.pipeline.interview import InterviewRequest, split_turns
+    from studio.speech import check_request
+
+    text = _read_script(args.script) if args.script is not None else args.text
+    turns = tuple(split_turns(text))
+    if not turns:
+        raise InputError("The host's script is empty: write what the host says.")
+    check_request(" ".join(turns), args.voice)
+    _image_arg("--guest-portrait", args.guest_portrait)
+    _image_arg("--anchor", args.anchor)
+    return InterviewRequest(turns=turns, voice=args.voice, host_portrait=args.anchor,
+                            guest_portrait=args.guest_portrait, layout=CastLayout(args.layout))
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:

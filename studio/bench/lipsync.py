@@ -235,8 +235,10 @@ class LipSyncReport:
         return not self.failures(min_corr, max_lag, max_pbm_ratio, min_face_fraction)
 
 
-def _mouth_openings(path: Path) -> tuple[np.ndarray, np.ndarray, float]:
-    """(opening per frame (N,) NaN without a face, display start per frame (N,) s, fps) from the video track."""
+def mouth_openings(path: Path, box: tuple[int, int, int, int] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, float]:
+    """(opening per frame (N,) NaN without a face, display start per frame (N,) s, fps) from the video track;
+    ``box`` (x0, y0, x1, y1): only that part of each picture (one anchor of a two-shot)."""
     import mediapipe as mp  # heavy: only when a clip is measured
 
     openings: list[float] = []
@@ -253,6 +255,8 @@ def _mouth_openings(path: Path) -> tuple[np.ndarray, np.ndarray, float]:
         ) as mesh:
             for frame in container.decode(stream):
                 rgb = frame.to_ndarray(format="rgb24")  # H x W x 3
+                if box is not None:
+                    rgb = np.ascontiguousarray(rgb[box[1]:box[3], box[0]:box[2]])
                 h, w = rgb.shape[:2]
                 starts.append(float(frame.time) if frame.time is not None else len(starts) / float(rate))
                 result = mesh.process(rgb)
@@ -301,7 +305,7 @@ def measure_lipsync(
     if not path.is_file():
         raise InputError(f"{path} does not exist: give the path of an MP4 file.")
     try:
-        opening, starts_s, fps = _mouth_openings(path)
+        opening, starts_s, fps = mouth_openings(path)
         audio, rate, audio_start_s = _decode_audio(path)
     except av.FFmpegError as exc:
         raise InputError(f"Cannot decode {path} ({exc}): give a playable MP4 file.") from exc

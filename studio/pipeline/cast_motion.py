@@ -34,6 +34,32 @@ class ListeningSettings:
     window_s: float = 0.04  # loudness frames of the cue analysis
 
 
+class PhraseTracker:
+    """Phrase ends in a run of voiced / unvoiced loudness frames (``window_s`` each): speech of at least
+    ``min_phrase_s`` that falls silent for ``pause_s``."""
+
+    def __init__(self, s: ListeningSettings) -> None:
+        self.s = s
+        self.run = 0  # voiced frames of the phrase so far
+        self.quiet = 0  # unvoiced frames since the last voiced one
+
+    def step(self, voiced: bool) -> int | None:
+        """The next frame; returns, when it completes a phrase end, how many frames before this one's start the
+        speech fell silent, else None."""
+        s = self.s
+        if voiced:
+            if self.quiet * s.window_s >= s.pause_s:
+                self.run = 0
+            self.run += 1
+            self.quiet = 0
+            return None
+        self.quiet += 1
+        if self.run * s.window_s >= s.min_phrase_s and self.quiet * s.window_s >= s.pause_s:
+            self.run = 0
+            return self.quiet - 1
+        return None
+
+
 def listening_cues(audio: np.ndarray, s: ListeningSettings = ListeningSettings(), seed: int = 0
                    ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(phrase ends, accents) of speech audio at ANALYSIS_RATE_HZ, in seconds from its start. Phrase ends: where
@@ -46,20 +72,9 @@ def listening_cues(audio: np.ndarray, s: ListeningSettings = ListeningSettings()
     frames = np.asarray(audio[:n * hop], np.float64).reshape(n, hop)
     db = 10 * np.log10(np.mean(frames ** 2, 1) + 1e-10)
     voiced = db > max(-45.0, float(db.max()) - 35.0)
-    ends: list[float] = []
-    run = quiet = 0
-    for i, v in enumerate(voiced):
-        if v:
-            if quiet * s.window_s >= s.pause_s:
-                run = 0
-            run += 1
-            quiet = 0
-        else:
-            quiet += 1
-            if run * s.window_s >= s.min_phrase_s and quiet * s.window_s >= s.pause_s:
-                ends.append((i - quiet + 1) * s.window_s)
-                run = 0
-    if run * s.window_s >= s.min_phrase_s:  # the speech ends with the item
+    phrases = PhraseTracker(s)
+    ends = [(i - q) * s.window_s for i, v in enumerate(voiced) if (q := phrases.step(bool(v))) is not None]
+    if phrases.run * s.window_s >= s.min_phrase_s:  # the speech ends with the item
         ends.append(n * s.window_s)
     med = float(np.median(db[voiced])) if voiced.any() else 0.0
     peaks = [i for i in range(1, n - 1) if voiced[i] and db[i] >= db[i - 1] and db[i] > db[i + 1]
@@ -67,6 +82,73 @@ def listening_cues(audio: np.ndarray, s: ListeningSettings = ListeningSettings()
     rng = np.random.default_rng(seed)
     accents = tuple(i * s.window_s for i in peaks if rng.random() < s.accent_share)
     return tuple(ends), accents
+
+
+class LiveCues:
+    """``listening_cues`` for audio that arrives as it is spoken (a guest at the microphone): the same phrase ends,
+    found as each ``feed`` completes them, and accents against the median of the last few seconds of speech (the
+    phrase's whole loudness is not known yet). Voiced: louder than -45 dBFS and within 35 dB of the loudest frame so
+    far. Times in seconds on the fed audio's timeline (sample 0 at 0 s)."""
+
+    HISTORY_FRAMES = 150  # 6 s of 40-ms frames for the accents' median
+
+    def __init__(self, s: ListeningSettings = ListeningSettings(), seed: int = 0) -> None:
+        self.s = s
+        self.hop = max(1, int(s.window_s * ANALYSIS_RATE_HZ))
+        self.phrases = PhraseTracker(s)
+        self._rng = np.random.default_rng(seed)
+        self._buf = np.zeros(0, np.float32)
+        self._frames = 0  # loudness frames analysed so far
+        self._peak_db = -120.0
+        self._recent: list[float] = []  # voiced frames' dB, newest last
+        self._last = (-120.0, -120.0)  # the two frames before (dB), for a peak one frame late
+
+    def feed(self, audio: np.ndarray) -> list[float]:
+        """The next samples; returns the cue times (phrase ends and drawn accents) they completed."""
+        buf = np.concatenate([self._buf, np.asarray(audio, np.float32)]) if len(self._buf) else \
+            np.asarray(audio, np.float32)
+        n = len(buf) // self.hop
+        self._buf = buf[n * self.hop:].copy()
+        if n == 0:
+            return []
+        frames = buf[:n * self.hop].astype(np.float64).reshape(n, self.hop)
+        out: list[float] = []
+        for db in 10 * np.log10(np.mean(frames ** 2, 1) + 1e-10):
+            db = float(db)
+            self._peak_db = max(self._peak_db, db)
+            voiced = db > max(-45.0, self._peak_db - 35.0)
+            q = self.phrases.step(voiced)
+            if q is not None:
+                out.append((self._frames - q) * self.s.window_s)
+            before, prev = self._last
+            if self._recent and prev >= before and prev > db and prev > float(np.median(self._recent)) + 6.0 \
+                    and self._rng.random() < self.s.accent_share:
+                out.append((self._frames - 1) * self.s.window_s)
+            if voiced:
+                self._recent = (self._recent + [db])[-self.HISTORY_FRAMES:]
+            self._last = (prev, db if voiced else -120.0)
+            self._frames += 1
+        return out
+
+
+class HeadTurns:
+    """Each listener's head turned toward the speaker's seat (seats in cast order, left to right), eased."""
+
+    def __init__(self, rows: int, s: ListeningSettings = ListeningSettings()) -> None:
+        self.rows = rows
+        self.s = s
+        self._turn = np.zeros(rows)
+        self._turn_t: float | None = None
+
+    def step(self, t_s: float, speaker: int | None) -> np.ndarray:
+        """The rows' yaw (degrees) at ``t_s`` with ``speaker`` speaking (None: nobody: heads ease back)."""
+        target = np.zeros(self.rows)
+        if speaker is not None:
+            target = np.sign(speaker - np.arange(self.rows)) * self.s.turn_deg
+        dt = 0.0 if self._turn_t is None else max(0.0, t_s - self._turn_t)
+        self._turn += (target - self._turn) * (1.0 - math.exp(-dt / self.s.turn_time_constant_s))
+        self._turn_t = t_s
+        return self._turn.copy()
 
 
 class CastMotion(MotionSource):
@@ -81,8 +163,7 @@ class CastMotion(MotionSource):
         self.seed = seed
         self.members = [ProgramMotion(audio_engine, seed=seed + 7919 * i) for i in range(rows)]
         self._cued: set[tuple[int, int]] = set()  # (listener, item id) whose cues are placed
-        self._turn = np.zeros(rows)
-        self._turn_t = None
+        self.turns = HeadTurns(rows, settings)
         self.nods_cued = [0] * rows
 
     def open(self, fmt: ProgramFormat) -> None:
@@ -120,14 +201,7 @@ class CastMotion(MotionSource):
         for j, slot in enumerate(chunk.slots):
             t = (int(slot) + 0.5) / fps
             item = next((x for x in chunk.items if x.start_slot <= slot < x.end_slot), None)
-            target = np.zeros(self.rows)
-            if item is not None:
-                who = item.on_air.speaker
-                target = np.sign(who - np.arange(self.rows)) * self.s.turn_deg
-            dt = 0.0 if self._turn_t is None else max(0.0, t - self._turn_t)
-            self._turn += (target - self._turn) * (1.0 - math.exp(-dt / self.s.turn_time_constant_s))
-            self._turn_t = t
-            out[j, :, Coeff.HEAD_YAW_DEG] += self._turn
+            out[j, :, Coeff.HEAD_YAW_DEG] += self.turns.step(t, item.on_air.speaker if item is not None else None)
         return out
 
     def speaking(self, chunk: Chunk) -> np.ndarray | None:

@@ -19,6 +19,12 @@ class PreviewMode(enum.Enum):
 
     SCRIPT = "script"  # the rundown, spoken by text-to-speech (idles between segments)
     MICROPHONE = "microphone"  # the person at the selected microphone, live
+    INTERVIEW = "interview"  # the presenter speaks the rundown, a guest at the microphone drives a second anchor
+
+    @property
+    def listens(self) -> bool:
+        """The microphone paces the programme (it cannot be paused; latency is sound-to-pixel)."""
+        return self is not PreviewMode.SCRIPT
 
 
 # -- commands (UI -> runtime) -----------------------------------------------------------------------------------------
@@ -81,6 +87,13 @@ class SetMode:
 
 
 @dataclass(frozen=True)
+class SetGuestPortrait:
+    """The interview's guest: a portrait, or None for the built-in guest (applied at once in an interview)."""
+
+    path: Path | None
+
+
+@dataclass(frozen=True)
 class SetAudioEngine:
     """What turns the microphone's voice into mouth motion (the microphone mode restarts with it when running)."""
 
@@ -127,7 +140,8 @@ class Shutdown:
 
 
 Command = Union[LoadAnchor, GoLive, SetCast, Stop, SetPaused, StartRecording, StopRecording, SetVoice, SetMicrophone,
-                SetMode, SetAudioEngine, RecoverRecordings, SetOptimizations, SetFormat, StartOutput, StopOutput,
+                SetMode, SetGuestPortrait, SetAudioEngine, RecoverRecordings, SetOptimizations, SetFormat, StartOutput,
+                StopOutput,
                 Shutdown]
 
 
@@ -143,6 +157,14 @@ class AnchorProgress:
 class AnchorLoaded:
     name: str
     path: Path | None
+
+
+@dataclass(frozen=True)
+class GuestChanged:
+    """The interview's guest face is ready ("" message), or why it cannot be used."""
+
+    path: Path | None  # None: the built-in guest
+    message: str
 
 
 @dataclass(frozen=True)
@@ -265,7 +287,7 @@ class Error:
     message: str
 
 
-Event = Union[AnchorProgress, AnchorLoaded, AnchorFailed, CastProgress, CastOnAir, CastFailed, StateChanged,
-              AudioOutputStatus, VoicesListed,
+Event = Union[AnchorProgress, AnchorLoaded, AnchorFailed, CastProgress, CastOnAir, CastFailed, GuestChanged,
+              StateChanged, AudioOutputStatus, VoicesListed,
               MicrophoneStatus, ModeChanged, SegmentStarted, SegmentFailed, RundownFinished, RecordingStarted, RecordingStopped,
               RecordingFailed, RecordingsRecovered, FormatChanged, OutputsChanged, Notice, Error]

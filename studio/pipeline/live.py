@@ -19,7 +19,7 @@ from pathlib import Path
 
 from studio.audio.capture import CaptureStatus, MicCapture
 from studio.audio.settings import AudioEngine, CaptureSettings
-from studio.errors import StudioError
+from studio.errors import AudioDeviceError, StudioError
 from studio.pipeline.settings import CoreSettings, Optimization
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class LiveSummary:
     stages_ms: dict = None  # median ms per chunk of each stage of the core
     first_frame_s: float | None = None  # from the command's start to the first program frame written
     first_frame_from_core_s: float | None = None  # the same from the core's creation (models opened and warmed)
-
+    interview: str = ""  # interview mode: what the turns and the listeners did, in words ("" otherwise)
 
     def line(self) -> str:
         m = self.motion
@@ -68,7 +68,8 @@ class LiveSummary:
                 f"frames; CPU load {100 * self.cpu_load:.0f}% of {self.cores} cores; recorder dropped "
                 f"{self.recorder_dropped}, repeated {self.recorder_repeated}; microphone {self.microphone}; "
                 f"first frame {_secs(self.first_frame_s)} after the command's start "
-                f"({_secs(self.first_frame_from_core_s)} after the core's)")
+                f"({_secs(self.first_frame_from_core_s)} after the core's)"
+                + (f"; interview: {self.interview}" if self.interview else ""))
 
 
 def _secs(value: float | None) -> str:
@@ -78,9 +79,10 @@ def _secs(value: float | None) -> str:
 def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, input_device: str | None = None,
              anchor_path: Path | None = None, audio_engine: AudioEngine = AudioEngine.NEURAL,
              motion_thread: bool = True, streams: tuple[str, ...] = (), say=lambda m: None,
-             canvas_style=None) -> LiveSummary:
+             canvas_style=None, interview=None) -> LiveSummary:
     """Run the core from the microphone for ``seconds``; returns what it measured. ``canvas_style``: the canvas's
-    set and graphics (``studio.graphics.look.CanvasStyle``)."""
+    set and graphics (``studio.graphics.look.CanvasStyle``). ``interview``: a
+    ``studio.pipeline.interview.InterviewRequest``: the host on its script, the microphone's voice the guest."""
     from studio.encode.recorder import RecorderOutput
     from studio.pipeline.factory import make_core, presenter_px
     from studio.pipeline.motion import MicMotion, warm_microphone
@@ -90,9 +92,15 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
 
     # Open the microphone first: no device fails fast, and the slow first open overlaps the presenter's set-up.
     capture = MicCapture(CaptureSettings(device=input_device))
-    capture.start()
+    try:
+        capture.start()
+    except AudioDeviceError as exc:
+        if interview is None:
+            raise
+        raise AudioDeviceError(f"The interview's guest needs a microphone. {exc}") from exc
     recorder = None
     core = None
+    speaker = None
     try:
         warm_microphone(audio_engine)  # before the core: its first load beside a running core dropped frames
         shown: set[str] = set()
@@ -102,9 +110,13 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
                 shown.add("detail")
                 say("live: adding face detail to the portrait (once for this size; it is cached)")
 
-        anchor = build_anchor(anchor_path, output_px=presenter_px(settings), progress=anchor_progress)
         source = MicSource(capture)
-        motion = MicMotion(engine=audio_engine, motion_thread=motion_thread)
+        if interview is None:
+            anchor = build_anchor(anchor_path, output_px=presenter_px(settings), progress=anchor_progress)
+            motion = MicMotion(engine=audio_engine, motion_thread=motion_thread)
+        else:
+            settings, anchor, source, motion, canvas_style, speaker = _interview(
+                interview, settings, source, audio_engine, motion_thread, canvas_style, anchor_progress)
         meter = LatencyMeter()
         outputs = [meter]
         if out is not None:
@@ -122,6 +134,8 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     except BaseException:
         capture.stop()
         raise
+    if speaker is not None:
+        speaker.start()
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -151,8 +165,11 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
                 say(f"live: {motion.note}")
         cpu0, t0 = time.process_time(), time.monotonic()
         end = t0 + seconds
+        announced = 0
         while time.monotonic() < end and not stop.is_set():
             time.sleep(0.05)
+            if speaker is not None:
+                announced = _announce_turns(source, speaker, announced, say)
             if capture.status != status:
                 status = capture.status
                 say("live: microphone is back" if status is CaptureStatus.RUNNING
@@ -160,6 +177,8 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
     finally:
         stop.set()
         thread.join(timeout=30)
+        if speaker is not None:
+            speaker.stop()
         elapsed = time.monotonic() - t0
         cpu = time.process_time() - cpu0
         motion.close()
@@ -187,10 +206,49 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
         cores=os.cpu_count() or 1, recorder_dropped=recorder.dropped if recorder else 0,
         recorder_repeated=recorder.repeated if recorder else 0,
         stages_ms={k: v.median_ms for k, v in rep.stages.items()}, first_frame_s=rep.first_frame_from_command_s,
-        first_frame_from_core_s=rep.first_frame_from_core_s)
+        first_frame_from_core_s=rep.first_frame_from_core_s,
+        interview=_interview_line(source, motion, speaker) if interview is not None else "")
     if path is not None:
         say(f"live: wrote {path}")
     return summary
+
+
+def _interview(req, settings: CoreSettings, mic, audio_engine: AudioEngine, motion_thread: bool, canvas_style,
+               progress):
+    """The interview's settings (a cast of two), anchors, source, motion, canvas style and speech worker."""
+    from studio.contracts import CastLayout
+    from studio.pipeline.factory import presenter_px
+    from studio.pipeline.interview import (InterviewMotion, InterviewSource, TurnSpeaker, interview_anchors,
+                                           interview_style)
+    from studio.pipeline.programme import programme_settings
+
+    settings = programme_settings(settings, 2, req.layout or CastLayout.TWO_SHOT)
+    host, guest = interview_anchors(req.host_portrait, req.guest_portrait, presenter_px(settings), progress)
+    source = InterviewSource(mic, req.settings)
+    motion = InterviewMotion(audio_engine, seed=settings.seed, motion_thread=motion_thread)
+    style = interview_style(canvas_style, host.name, guest.name)
+    return settings, (host, guest), source, motion, style, TurnSpeaker(source, req.turns, req.voice)
+
+
+def _announce_turns(source, speaker, announced: int, say) -> int:
+    """Say each host turn that went on air since ``announced`` (its time on the programme's timeline: 0 at its
+    first frame), and a turn that could not be spoken; returns how many are announced."""
+    fps = source.fmt.fps
+    placed = list(source.placed)
+    for p in placed[announced:]:
+        first = source.first_slot or 0
+        say(f"live: host turn {p.number} of {len(speaker.turns)} on air at {(p.start_slot - first) / fps:.2f} s "
+            f"({p.n_slots / fps:.2f} s)")
+    if speaker.error:
+        say(f"live: {speaker.error}")
+        speaker.error = ""
+    return len(placed)
+
+
+def _interview_line(source, motion, speaker) -> str:
+    guest_s = source.floor.guest_spoken_s if source.floor is not None else 0.0
+    return (f"host turns on air {len(source.placed)} of {len(speaker.turns)}, guest heard speaking {guest_s:.1f} s, "
+            f"nods: host {motion.nods_cued[0]}, guest {motion.nods_cued[1]}")
 
 
 def print_line(message: str) -> None:

@@ -176,14 +176,15 @@ class PostStage:
                 self._canvas.open(self.fmt, str(self.device))
             return self._canvas
 
-    def set_graphics(self, graphics, segments: tuple) -> None:
-        """The programme's and each rundown row's graphics, from any thread: the open canvas takes them between
-        chunks, and a canvas not open yet (a core just started) opens with them. No canvas in this layout: nothing."""
+    def set_graphics(self, graphics, segments: tuple | None) -> None:
+        """The programme's and each rundown row's graphics (``segments`` None: the rows' kept), from any thread: the
+        open canvas takes them between chunks, and a canvas not open yet (a core just started) opens with them. No
+        canvas in this layout: nothing."""
         with self._canvas_lock:
             base = self._canvas.style if self._canvas is not None else self._canvas_style
             if base is None:
                 return
-            self._canvas_style = replace(base, graphics=graphics, segments=segments)
+            self._canvas_style = replace(base, graphics=graphics, segments=base.segments if segments is None else segments)
             if self._canvas is not None:
                 self._canvas.restyle(self._canvas_style)
 

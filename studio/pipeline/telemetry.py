@@ -62,7 +62,7 @@ class TelemetrySnapshot:
     recording_s: float  # length of the recording so far (program seconds)
     input_level_dbfs: float  # microphone level over the last 50 ms; -inf with no microphone
     last_error: str
-    mode: str = "script"  # PreviewMode value: "script" or "microphone"
+    mode: str = "script"  # PreviewMode value: "script", "microphone" or "interview"
     latency_ms_median: float = math.nan  # microphone mode: sound to screen over the last ~10 s
     latency_ms_p95: float = math.nan
 

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 ANCHOR_FORMAT_VERSION = 9
 DEFAULT_ANCHOR_NAME = "Astronaut (default)"
+DEFAULT_GUEST_NAME = "Grace Hopper (default guest)"
 MIN_FACE_PX = 64  # cheek to cheek in the photo: smaller faces, upscaled to the anchor's size, look soft
 
 Progress = Callable[[float, str], None]
@@ -107,6 +108,14 @@ def default_portrait() -> np.ndarray:
     from skimage import data
 
     return np.ascontiguousarray(data.astronaut()[:, :, :3])
+
+
+def default_guest_portrait() -> np.ndarray:
+    """The built-in second presenter (an interview's guest): Grace Hopper's portrait (public domain, US Navy) from
+    the matplotlib wheel."""
+    import matplotlib
+
+    return load_image(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg")
 
 
 def load_image(path: Path | str) -> np.ndarray:

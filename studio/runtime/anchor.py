@@ -33,6 +33,15 @@ class AnchorRoom:
     def background(self, fn, *args) -> None:
         self._pool.submit(fn, *args)
 
+    def submit(self, fn, *args) -> cf.Future:
+        """``fn(*args)`` on this room's worker (after the builds asked for before it)."""
+        return self._pool.submit(fn, *args)
+
+    @property
+    def path(self) -> Path | None:
+        """The portrait of the anchor on air or being built (None: the built-in one)."""
+        return self._path
+
     def rebuild_for_format(self) -> None:
         """Build the anchor on air again at the presenter's new size (a pack is framed, and its face detail added,
         at one output size); the old face stays on air until the new one is ready."""

@@ -95,6 +95,9 @@ class RundownRoom:
         if src is not None:
             slot = src.cut(int(self.supervisor.clock_s() * self._fps) + 1)
             self.items = [x for x in self.items if x.start_slot < slot]  # a cut segment never starts on air
+        if self.supervisor.interview_source is not None:
+            self.supervisor.interview_source.cut()
+            self.items = [x for x in self.items if x.n_slots > 0]
         self.live = False
 
     def _submit_speech(self) -> None:
@@ -131,6 +134,10 @@ class RundownRoom:
                 continue
             if self.supervisor.mode is PreviewMode.MICROPHONE:
                 continue
+            if self.supervisor.mode is PreviewMode.INTERVIEW:  # a host turn: on air when the guest gives the floor
+                self.supervisor.interview_source.add_turn(item)
+                self.items.append(item)
+                continue
             self.supervisor.program_source.schedule(item)
             self.items.append(item)
             log.info("segment %d scheduled at slot %d (%.2f s long)", row, item.start_slot, item.duration_s)
@@ -146,12 +153,15 @@ class RundownRoom:
             self.outbox.emit(cmd.SegmentStarted(it.on_air.row, it.text, tuple(it.words)))
         now_slot = int(now_s * fps)
         done = now_slot - 2 * round(fps)
-        self.items = [x for x in self.items if x.end_slot > done]
+        # what has played goes; an interview's turn that waits for the floor stays
+        self.items = [x for x in self.items if x.end_slot > done or not x.n_slots]
         src = self.supervisor.program_source
         if src is not None and done > 0:
             src.prune(max(0, done - 10 * round(fps)))
-        if self.live and not self._speech and not self._waiting and not any(x.end_slot > now_slot
-                                                                            for x in self.items):
+        turns = self.supervisor.interview_source
+        waiting = turns is not None and turns.waiting() > 0  # an interview's turns wait for the floor
+        if self.live and not self._speech and not self._waiting and not waiting and not any(x.end_slot > now_slot
+                                                                                            for x in self.items):
             self.live = False
             self.outbox.emit(cmd.RundownFinished())
 

@@ -11,7 +11,8 @@ The rooms, one module each in this package:
 - ``cast``: the rundown's cast of two or more on the programme, their faces built on a worker;
 - ``rundown``: speech scheduling and the teleprompter's place;
 - ``recording``: the program into MP4, and recovery of what a crash cut short;
-- ``microphone``: the input device and the microphone mode;
+- ``microphone``: the input device, the microphone mode and the interview mode;
+- ``interview``: the interview's guest and the faces of its cast of two;
 - ``outputs``: the live streams.
 A failing stage never ends the studio: the error is reported and the core restarts.
 """
@@ -32,6 +33,7 @@ from studio.pipeline.telemetry import RuntimeState, TelemetryBus, TelemetrySnaps
 from studio.runtime.anchor import AnchorRoom
 from studio.runtime.cast import CastRoom
 from studio.runtime.events import Outbox
+from studio.runtime.interview import InterviewRoom
 from studio.runtime.microphone import MicrophoneRoom
 from studio.runtime.outputs import LiveOutputsRoom
 from studio.runtime.recording import RecordingRoom
@@ -61,7 +63,8 @@ class StudioRuntime:
         self.rundown.hold = lambda: self.cast.building  # a show waits for its cast's faces
         self.recording = RecordingRoom(settings, self.supervisor, self.outbox)
         self.streams = LiveOutputsRoom(self.supervisor, self.outbox)
-        self.microphone = MicrophoneRoom(self.supervisor, self.rundown, self.recording, self.outbox,
+        self.interview = InterviewRoom(self.supervisor, self.anchors, self.outbox)
+        self.microphone = MicrophoneRoom(self.supervisor, self.rundown, self.recording, self.outbox, self.interview,
                                          on_mode_changed=lambda: self._update_state(self.clock_s()))
         self.routes: dict[type, Callable] = {  # command type -> the room that handles it
             cmd.Shutdown: self._on_shutdown,
@@ -76,6 +79,7 @@ class StudioRuntime:
             cmd.SetVoice: lambda c: setattr(self.rundown, "default_voice", c.voice),
             cmd.SetMicrophone: lambda c: self.microphone.select(c.name),
             cmd.SetMode: lambda c: self.microphone.set_mode(c.mode),
+            cmd.SetGuestPortrait: lambda c: self.interview.set_guest(c.path),
             cmd.SetAudioEngine: lambda c: self.microphone.set_audio_engine(c.engine),
             cmd.SetOptimizations: lambda c: self.supervisor.set_optimizations(frozenset(c.optimizations)),
             cmd.SetFormat: self._on_set_format,
@@ -181,8 +185,11 @@ class StudioRuntime:
 
     def _step(self) -> None:
         if self.anchors.poll():
+            self.interview.refresh()  # an interview on air gets the new host's face
             self.microphone.resume_requested()  # the microphone mode was asked for before there was a face
         self.cast.poll()
+        if self.interview.poll():
+            self.microphone.resume_requested()  # the interview was asked for before its faces were ready
         self.recording.poll()
         for out, why in self.supervisor.poll():
             self.recording.lost(out, why)
@@ -232,6 +239,10 @@ class StudioRuntime:
     def _on_set_format(self, c: cmd.SetFormat) -> None:
         from studio.pipeline.factory import presenter_px
 
+        if self.supervisor.mode is PreviewMode.INTERVIEW:  # its faces are framed at the two-shot's size
+            self.outbox.emit(cmd.FormatChanged(self.supervisor.core_settings, "End the interview first: the picture "
+                                                                               "format changes between shows."))
+            return
         before = presenter_px(self.supervisor.core_settings)
         self.supervisor.set_format(c.settings, c.background,
                                    busy=self.rundown.live or self.recording.recorder is not None)
@@ -249,7 +260,7 @@ class StudioRuntime:
         sup = self.supervisor
         if sup.anchor is None:
             state = RuntimeState.STARTING if self.anchors.loading else RuntimeState.NO_ANCHOR
-        elif sup.mode is PreviewMode.MICROPHONE:
+        elif sup.mode is PreviewMode.MICROPHONE or (sup.mode is PreviewMode.INTERVIEW and not self.rundown.live):
             state = RuntimeState.MICROPHONE
         elif sup.clock is not None and sup.clock.paused:
             state = RuntimeState.PAUSED

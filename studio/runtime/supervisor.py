@@ -49,6 +49,8 @@ class CoreSupervisor:
         self.motion = None
         self.program_source = None  # the script mode's source, kept across mode switches
         self.mic_source = None
+        self.interview_source = None  # the interview's source (the guest's microphone and the host's turns)
+        self.interview_cast: tuple | None = None  # the interview's (host, guest) packs at the cast's presenter size
         self.clock: ProgramClock | None = None
         self.preview = None
         self.frame_listener = None  # the UI's wake-up when a new frame is the latest
@@ -89,10 +91,22 @@ class CoreSupervisor:
 
         self.look = (graphics or Graphics(), rows_graphics(rows, segments))
         if self.core is not None:  # also a core whose canvas is not open yet (just restarted for a cast)
-            self.core.post.set_graphics(*self.look)
+            # an interview's rows are its speakers' straps: there only the programme's look changes
+            self.core.post.set_graphics(self.look[0], None if self.mode is PreviewMode.INTERVIEW else self.look[1])
 
     def clock_s(self) -> float:
+        """Programme time: the program clock's, or in an interview the microphone's timeline (its turns' slots)."""
+        src = self.interview_source
+        if self.mode is PreviewMode.INTERVIEW and src is not None and getattr(src, "fmt", None) is not None:
+            return src.next_k / src.fmt.fps
         return self.clock.now_s() if self.clock is not None else 0.0
+
+    def interview_settings(self, settings: CoreSettings | None = None) -> CoreSettings:
+        """The core's settings for an interview: a two-shot of the host and the guest."""
+        from studio.contracts import CastLayout
+        from studio.pipeline.programme import programme_settings
+
+        return programme_settings(settings or self.core_settings, 2, CastLayout.TWO_SHOT)
 
     # -- the core's life ----------------------------------------------------------------------------------------------
 
@@ -119,6 +133,10 @@ class CoreSupervisor:
         if self.mode is PreviewMode.MICROPHONE:
             source, motion = self.mic_source, self.motion
             self.preview.set_clock(None)
+        elif self.mode is PreviewMode.INTERVIEW:
+            source, motion, anchor = self.interview_source, self.motion, self.interview_cast
+            s = self.interview_settings(s)
+            self.preview.set_clock(None)
         else:
             if not motion_fits(self.motion, s.cast_size):  # one motion row per anchor
                 self.motion = programme_motion(s.cast_size, self.audio_engine, s.seed)
@@ -128,6 +146,10 @@ class CoreSupervisor:
 
         style = CanvasStyle(background_image=self.settings.canvas_background, graphics=self.look[0] or Graphics(),
                             segments=self.look[1])
+        if self.mode is PreviewMode.INTERVIEW:
+            from studio.pipeline.interview import interview_style
+
+            style = interview_style(style, anchor[0].name, anchor[1].name)
         core = make_core(source, motion, s, anchor, [self.preview, *self._attached], bus=self.bus,
                          canvas_style=style)
         core.warm()
@@ -242,6 +264,7 @@ class CoreSupervisor:
         from studio.pipeline.motion import MicMotion
         from studio.pipeline.sources import MicSource
 
+        self._stop_listening()
         self.mic_source = MicSource(mic)
         self.motion = MicMotion(engine=self.audio_engine)
         self.mode = PreviewMode.MICROPHONE
@@ -254,16 +277,54 @@ class CoreSupervisor:
             raise
         return self.motion.note
 
+    def drive_by_interview(self, mic, cast: tuple) -> str:
+        """An interview: the host (``cast[0]``) speaks the rundown's turns, the guest (``cast[1]``) follows the
+        microphone; returns the motion's note, or raises StudioError with the script mode back on air."""
+        from studio.pipeline.interview import InterviewMotion, InterviewSource
+        from studio.pipeline.sources import MicSource
+
+        self._stop_listening()
+        self.mic_source = MicSource(mic)
+        self.interview_source = InterviewSource(self.mic_source, title="")
+        self.interview_source.on_place = self._play_to_guest
+        self.motion = InterviewMotion(self.audio_engine, seed=self.core_settings.seed)
+        self.interview_cast = cast
+        self.mode = PreviewMode.INTERVIEW
+        self.preview.clear()
+        try:
+            self.start_core()
+        except StudioError:
+            self.drive_by_script()
+            raise
+        return self.motion.note
+
+    def set_interview_cast(self, cast: tuple) -> None:
+        """New packs for the interview on air (a new host portrait, guest or size)."""
+        self.interview_cast = cast
+        if self.mode is PreviewMode.INTERVIEW:
+            self.start_core()
+
+    def _play_to_guest(self, item) -> None:
+        """A host turn going on air in an interview is played on the program clock's output too (the guest hears
+        the question; the microphone is never played back)."""
+        if self.clock is not None and self.program_source is not None:
+            self.program_source.program.add(int(round(self.clock.now_s() * self.program_source.program.rate_hz)),
+                                            item.program_audio)
+
     def drive_by_script(self) -> None:
-        if self.mode is PreviewMode.MICROPHONE:
+        self._stop_listening()
+        self.start_core()
+
+    def _stop_listening(self) -> None:
+        """End the microphone or interview mode (its core, motion and sources): the script mode, not started."""
+        if self.mode.listens:
             self.stop_core()
             if self.motion is not None:
                 self.motion.close()
             self.motion = None
-            self.mic_source = None
+            self.mic_source = self.interview_source = None
             self.preview.clear()
         self.mode = PreviewMode.SCRIPT
-        self.start_core()
 
     def set_audio_engine(self, engine: AudioEngine) -> None:
         from studio.pipeline.motion import ProgramMotion
@@ -340,7 +401,7 @@ class CoreSupervisor:
                   input_level_dbfs: float) -> TelemetrySnapshot:
         """One snapshot; ``word`` is the (rundown row, word) being spoken, ``recorder`` the recording or None."""
         core, prev, rec, s = self.core, self.preview, recorder, self.core_settings
-        mic = self.mode is PreviewMode.MICROPHONE
+        mic = self.mode.listens
         av, n_av = prev.av_offset_ms() if prev is not None else (math.nan, 0)
         lat = prev.latency_ms() if prev is not None else (math.nan, math.nan)
         sample = self.bus.latest("core")

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
+from studio.pipeline.threads import lower_thread_priority
+
+__all__ = ["lower_thread_priority", "warm_imports"]
+
 log = logging.getLogger(__name__)
-
-
-def lower_thread_priority(nice: int = 10) -> None:
-    """Make the calling thread yield the CPU to the core and the GUI (Linux: per-thread nice; elsewhere a no-op).
-
-    On a 2-core machine the speech and anchor workers otherwise compete with the frames the producer watches."""
-    import os
-
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-    except (AttributeError, OSError) as exc:
-        log.debug("cannot lower the priority of %s: %s", threading.current_thread().name, exc)
 
 
 def warm_imports() -> None:

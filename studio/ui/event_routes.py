@@ -97,6 +97,10 @@ def _mode_changed(w: MainWindow, e: rt.ModeChanged) -> None:
     if e.active == rt.PreviewMode.MICROPHONE:
         w.teleprompter.show_waiting("Microphone mode: the presenter follows the voice at the microphone. Press M "
                                     "for the script.")
+    elif e.active == rt.PreviewMode.INTERVIEW and w.state not in ON_AIR_STATES:
+        w.teleprompter.show_waiting("Interview: the guest at the microphone drives the second anchor. Go live: "
+                                    "the presenter speaks the selected segments, one turn each, waiting for the "
+                                    "guest's answers.")
     elif w.state not in ON_AIR_STATES:
         w.teleprompter.show_waiting("Select segments and press Go live.")
     if e.message:
@@ -157,6 +161,7 @@ ROUTES: dict[type, Callable[[MainWindow, rt.Event], None]] = {
     rt.AudioOutputStatus: _audio_output,
     rt.VoicesListed: _voices_listed,
     rt.MicrophoneStatus: lambda w, e: w.mic_panel.device_status(e.ok, e.device_name, e.message),
+    rt.GuestChanged: lambda w, e: w.mic_panel.guest_status(e.path, e.message),
     rt.ModeChanged: _mode_changed,
     rt.SegmentStarted: _segment_started,
     rt.SegmentFailed: _message(10, lambda e: f"Segment {e.rundown_row + 1} skipped: {e.message}"),

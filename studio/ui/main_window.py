@@ -176,6 +176,8 @@ class MainWindow(QMainWindow):
         self.voice_panel.apply_button.clicked.connect(
             lambda: self.rundown.apply_voice_to_selected(self.voice_panel.combo.currentText()))
         self.mic_panel = MicrophonePanel(self.settings, self.bridge.send)
+        self.mic_panel.interview_toggled.connect(
+            lambda on: self.set_mode(rt.PreviewMode.INTERVIEW if on else rt.PreviewMode.SCRIPT))
         self.record_panel = RecordingPanel(self.settings)
         self.record_panel.record_button.clicked.connect(self.toggle_recording)
         # The program: the preview over the HUD.
@@ -347,14 +349,16 @@ class MainWindow(QMainWindow):
             self.load_anchor(Path(name))
 
     def set_mode(self, mode: rt.PreviewMode) -> None:
-        """Script (the rundown) or Microphone (the person at the selected microphone drives the presenter)."""
+        """Script (the rundown), Microphone (the person at the selected microphone drives the presenter) or
+        Interview (the presenter on the rundown, a guest at the microphone beside them)."""
         self.mode = mode
         self.live_stall_max_ms = 0.0
-        self.preview.show_mode(mode.value, "Starting the microphone…" if mode == rt.PreviewMode.MICROPHONE else "")
+        self.preview.show_mode(mode.value, "Starting the microphone…" if mode.listens else "")
+        self.mic_panel.show_interview(mode == rt.PreviewMode.INTERVIEW)
         self.bridge.send(rt.SetMode(mode))
 
     def toggle_mode(self) -> None:
-        self.set_mode(rt.PreviewMode.SCRIPT if self.mode == rt.PreviewMode.MICROPHONE else rt.PreviewMode.MICROPHONE)
+        self.set_mode(rt.PreviewMode.SCRIPT if self.mode.listens else rt.PreviewMode.MICROPHONE)
 
     def _toggle_optimization(self, opt, on: bool) -> None:
         """A HUD pill was clicked: that optimization off or on in the running core, kept for the next session."""
@@ -479,7 +483,7 @@ class MainWindow(QMainWindow):
                                   + (f" · on air max {self.live_stall_max_ms:.0f} ms" if self.live_stall_max_ms else ""))
         if t.segment_index >= 0:
             self.teleprompter.set_word(t.word_index)
-        mic = t.mode == rt.PreviewMode.MICROPHONE.value
+        mic = t.mode != rt.PreviewMode.SCRIPT.value
         self.status_latency.setVisible(mic)
         if mic:
             self.status_latency.setText(

@@ -124,7 +124,7 @@ class FrameView(QWidget):
             x -= w
             self._badge(p, x, r.top() + m, text, bg, dot=True)
             x -= 6
-        if t.mode == "microphone":
+        if t.mode != "script":  # the microphone or an interview: sound to pixel
             av = "latency —" if math.isnan(t.latency_ms_median) else \
                 f"latency {t.latency_ms_median:.0f} ms (p95 {t.latency_ms_p95:.0f})"
         else:
@@ -200,8 +200,8 @@ class PreviewPanel(QWidget):
 
     def show_mode(self, mode: str, notice: str = "") -> None:
         """Reflect the requested mode on the switch, and say plainly when it cannot run (``notice``)."""
-        (self.mic_button if mode == "microphone" else self.script_button).setChecked(True)
-        self.play_button.setEnabled(mode != "microphone")  # the microphone cannot be paused
+        (self.script_button if mode == "script" else self.mic_button).setChecked(True)
+        self.play_button.setEnabled(mode == "script")  # the microphone cannot be paused
         self.notice.setText(notice)
         self.notice.setVisible(bool(notice))
 

@@ -14,7 +14,7 @@ import numpy as np
 from PySide6.QtCore import QSettings, QSize, QStandardPaths, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
-    QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget,
+    QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget,
 )
 
 from studio.audio.capture import list_input_devices
@@ -146,7 +146,10 @@ class VoicePanel(QWidget):
 
 
 class MicrophonePanel(QWidget):
-    """The input device, what turns its voice into mouth shapes, and its level (the meter, and in words)."""
+    """The input device, what turns its voice into mouth shapes, its level (the meter, and in words), and the
+    interview: a guest at the microphone beside the presenter (``interview_toggled``), with the guest's portrait."""
+
+    interview_toggled = Signal(bool)
 
     def __init__(self, settings: QSettings, send: Callable[[rt.Command], None]) -> None:
         super().__init__()
@@ -167,7 +170,41 @@ class MicrophonePanel(QWidget):
         idx = self.engine_combo.findData(saved_engine)
         self.engine_combo.setCurrentIndex(idx if idx >= 0 else self.engine_combo.findData(DEFAULT_AUDIO_ENGINE.value))
         self.engine_combo.currentIndexChanged.connect(self.engine_changed)
-        stack(self, self.mic_combo, self.engine_combo, self.meter, self.status)
+        self.interview_box = QCheckBox("Interview: guest on the microphone")
+        self.interview_box.setToolTip(
+            "The presenter speaks the rundown (Go live: one turn per segment) while the person at the microphone "
+            "drives a guest beside them. The host's next turn waits until the guest has answered and paused; each "
+            "listens while the other speaks. Both voices go into the recording and every output.")
+        self.interview_box.toggled.connect(self.interview_toggled.emit)
+        self.guest_button = QPushButton("Guest portrait…")
+        self.guest_button.setToolTip("The guest's face (default: the built-in guest)")
+        self.guest_button.clicked.connect(self._choose_guest)
+        self.guest_label = label("Guest: the built-in guest", "muted")
+        guest_row = QHBoxLayout()
+        guest_row.addWidget(self.guest_button)
+        guest_row.addWidget(self.guest_label, 1)
+        stack(self, self.mic_combo, self.engine_combo, self.meter, self.status, self.interview_box, guest_row)
+
+    def _choose_guest(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "The guest's portrait", str(Path.home()),
+                                              "Images (*.jpg *.jpeg *.png *.bmp *.webp *.tif *.tiff)")
+        if name:
+            self.set_guest(Path(name))
+
+    def set_guest(self, path: Path | None) -> None:
+        """Ask for ``path`` as the guest's portrait (None: the built-in guest)."""
+        self.guest_label.setText(f"Guest: {path.name if path else 'the built-in guest'} (preparing…)")
+        self.send(rt.SetGuestPortrait(path))
+
+    def guest_status(self, path: Path | None, message: str) -> None:
+        set_role(self.guest_label, "error" if message else "muted")
+        self.guest_label.setText(message or f"Guest: {path.name if path else 'the built-in guest'}")
+
+    def show_interview(self, on: bool) -> None:
+        """The box follows the mode asked for (the preview's switch may end an interview)."""
+        self.interview_box.blockSignals(True)
+        self.interview_box.setChecked(on)
+        self.interview_box.blockSignals(False)
 
     def engine_changed(self, *args) -> None:
         value = self.engine_combo.currentData()

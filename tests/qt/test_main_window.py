@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QSettings, Qt
 
+from studio.pipeline.commands import PreviewMode
 from studio.pipeline.rundown import Segment
 from studio.pipeline.settings import CoreSettings
 from studio.pipeline.telemetry import ClockSource, RuntimeState
@@ -198,3 +199,20 @@ def test_the_keyframes_pill_and_the_keyframe_field_agree(qtbot, window: MainWind
     window._toggle_optimization(Optimization.FRAME_INTERPOLATION, True)
     field = window.format_panel.keys
     assert field.currentData() == 1 or "generated per second" in field.currentText()
+
+
+def test_an_interview_without_an_input_device_says_so_and_keeps_idling(qtbot, window: MainWindow) -> None:
+    """The microphone panel's interview box asks for the interview through the runtime's command table; with no
+    microphone the preview says in one line that the guest needs one, and the box is unticked with the script."""
+    from studio.audio.capture import list_input_devices
+
+    if list_input_devices():
+        pytest.skip("this machine has an input device (see tests/unit/test_interview_studio.py)")
+    _wait_for_anchor(qtbot, window)
+    window.mic_panel.interview_box.setChecked(True)
+    assert window.mode == PreviewMode.INTERVIEW and window.preview.mic_button.isChecked()
+    qtbot.waitUntil(lambda: "guest needs a microphone" in window.preview.notice.text(), timeout=10_000)
+    assert "\n" not in window.preview.notice.text()
+    assert window.state == RuntimeState.IDLE  # the presenter idles on
+    window.preview.script_button.click()
+    assert window.mode == PreviewMode.SCRIPT and not window.mic_panel.interview_box.isChecked()

@@ -58,9 +58,19 @@ def test_live_latency_reads_the_summary_line_that_live_prints():
                        motion={}, engine="neural", microphone="running", cpu_load=0.36, cores=2).line()
     got = mod.parse_summary("live: listening on 'pulse' for 60 s\nlive: " + line + "\n")
     assert got == {"elapsed_s": 60.0, "frames": 1503, "fps": 25.1, "dropped": 2, "latency_ms_median": 125.0,
-                   "latency_ms_p95": 135.0, "cpu_load_percent": 36, "cores": 2}
+                   "latency_ms_p95": 135.0, "cpu_load_percent": 36, "cores": 2, "stages_ms_a_chunk": {}}
     assert mod.parse_summary("error: no microphone") is None
     assert mod.parse_args(["--seconds", "5"]).seconds == 5.0
+    interview = LiveSummary(elapsed_s=60.0, frames=1500, dropped=0, latency_ms_median=130.0, latency_ms_p95=150.0,
+                            motion={}, engine="neural", microphone="running", cpu_load=0.5, cores=2,
+                            interview="host turns on air 4 of 6, guest heard speaking 31.5 s, nods: host 9, guest 7",
+                            stages_ms={"motion": 2.5, "generate": 30.25, "post": 5.0})
+    got = mod.parse_summary("live: " + interview.line() + "\n")
+    assert (got["frames"], got["host_turns"], got["host_turns_written"], got["guest_speech_s"], got["nods_host"],
+            got["nods_guest"]) == (1500, 4, 6, 31.5, 9, 7)
+    assert got["stages_ms_a_chunk"] == {"motion": 2.5, "generate": 30.2, "post": 5.0}
+    a = mod.parse_args(["--interview", "--size", "256"])
+    assert a.interview and a.size == 256 and a.answer_gap == 6.0
 
 
 def test_render_lipsync_reads_render_stage_line_and_the_rundown():
