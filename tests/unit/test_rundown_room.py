@@ -42,7 +42,7 @@ def _poll_until(room: RundownRoom, what, timeout_s: float = 60.0) -> None:
 def test_each_segment_in_its_speakers_voice_after_the_cast_is_up() -> None:
     timeline = _Timeline()
     supervisor = SimpleNamespace(core_settings=CoreSettings(fps=25.0), program_source=timeline,
-                                 mode=PreviewMode.SCRIPT, clock_s=lambda: 0.0)
+                                 mode=PreviewMode.SCRIPT, clock_s=lambda: 0.0, interview_source=None)
     events: list = []
     room = RundownRoom(StudioSettings(warm_up_voice=False, default_voice="espeak:en-us"), supervisor,
                        Outbox(events.append))
