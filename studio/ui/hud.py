@@ -54,7 +54,7 @@ def pill_text(share: OptimizationShare) -> str:
     name = SHORT[Optimization(share.name)] if share.name in {o.value for o in Optimization} \
         else share.name.replace("_", " ")
     if share.status is OptimizationStatus.UNAVAILABLE:
-        return share.headline or f"{name}: n/a here"
+        return share.headline or f"{name}: n/a"  # the tooltip says why
     if share.status is OptimizationStatus.INACTIVE:
         return f"{name}: off"
     return f"{name}: {_pct(share.saved_fraction)}"

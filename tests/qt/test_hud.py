@@ -63,7 +63,7 @@ def test_strip_shows_the_core_sample(window) -> None:
     p = strip.pills
     assert p[Optimization.PYRAMIDAL].text() == "pyramidal: 50%" and p[Optimization.PYRAMIDAL].isChecked()
     assert p[Optimization.SILENCE_SIEVE].text() == "sieve: off" and not p[Optimization.SILENCE_SIEVE].isChecked()
-    assert p[Optimization.GPU_ENCODE].text() == "GPU encode: n/a here"
+    assert p[Optimization.GPU_ENCODE].text() == "GPU encode: n/a"
     assert not p[Optimization.GPU_ENCODE].isEnabled() and "no CUDA GPU" in p[Optimization.GPU_ENCODE].toolTip()
     other = TelemetrySample(taken_s=2.0, source="other", stages={"generate": StageTiming(1.0, 1.0, 1, 1.0)})
     bus.publish(other)
@@ -143,7 +143,7 @@ def test_charts_say_what_they_show_and_why_one_is_empty(qtbot) -> None:
 
 def test_pill_words() -> None:
     assert pill_text(OptimizationShare("kv_cache", OptimizationStatus.UNAVAILABLE, math.nan, "no model")) == \
-        "KV cache: n/a here"
+        "KV cache: n/a"
     assert pill_text(OptimizationShare("pyramidal", OptimizationStatus.ACTIVE, math.nan)) == "pyramidal: —"
     assert pill_text(OptimizationShare("frame_interpolation", OptimizationStatus.INACTIVE)) == "keyframes: off"
     off = OptimizationShare("cuda_graphs", OptimizationStatus.UNAVAILABLE, math.nan,
