@@ -110,13 +110,13 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
                 shown.add("detail")
                 say("live: adding face detail to the portrait (once for this size; it is cached)")
 
-        source = MicSource(capture)
         if interview is None:
             anchor = build_anchor(anchor_path, output_px=presenter_px(settings), progress=anchor_progress)
+            source = MicSource(capture)
             motion = MicMotion(engine=audio_engine, motion_thread=motion_thread)
         else:
             settings, anchor, source, motion, canvas_style, speaker = _interview(
-                interview, settings, source, audio_engine, motion_thread, canvas_style, anchor_progress)
+                interview, settings, MicSource(capture), audio_engine, motion_thread, canvas_style, anchor_progress)
         meter = LatencyMeter()
         outputs = [meter]
         if out is not None:
