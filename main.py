@@ -5,6 +5,7 @@ import sys
 from studio import startup
 
 startup.mark()
+startup.keep_freed_memory()
 
 from studio.cli import main  # noqa: E402  (after the start is marked)
 
