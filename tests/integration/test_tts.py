@@ -191,3 +191,21 @@ def test_every_spoken_word_has_a_timing(voice: str) -> None:
                                            "Goodnight"]
     for a, b in zip(utt.words, utt.words[1:]):
         assert a.start_s < a.end_s <= b.start_s + 1e-6
+
+
+def test_the_prepared_voice_model_speaks_as_the_original(tmp_path, monkeypatch) -> None:
+    """The first load prepares the voice's model (alignment output, optimized graph) into the data folder; the next
+    load reads it and speaks the same samples."""
+    from studio.speech.piper_engine import PiperEngine
+
+    monkeypatch.setenv("NEWSSTUDIO_HOME", str(tmp_path))
+    if not PiperEngine().voices():
+        pytest.skip("no Piper voice installed")
+    first = PiperEngine().synthesize(TWO_SENTENCES, "joe", SpeechSettings())
+    prepared = list((tmp_path / "cache" / "voices").glob("*.onnx"))
+    assert len(prepared) == 1
+    stamp = prepared[0].stat().st_mtime_ns
+    second = PiperEngine().synthesize(TWO_SENTENCES, "joe", SpeechSettings())
+    assert prepared[0].stat().st_mtime_ns == stamp  # read, not made again
+    assert np.array_equal(first.audio, second.audio) and first.phonemes == second.phonemes
+
