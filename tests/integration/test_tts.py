@@ -209,3 +209,21 @@ def test_the_prepared_voice_model_speaks_as_the_original(tmp_path, monkeypatch) 
     assert prepared[0].stat().st_mtime_ns == stamp  # read, not made again
     assert np.array_equal(first.audio, second.audio) and first.phonemes == second.phonemes
 
+
+def test_speaking_a_script_imports_no_scipy_signal() -> None:
+    """The resampling on the way to the first frame is numpy's (``studio.resample``): importing scipy.signal cost
+    more than the resampling."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    code = ("import sys\nfrom studio.pipeline.sources import item_from_utterance\n"
+            "from studio.speech.registry import synthesize\n"
+            "item_from_utterance(synthesize('Good evening.', sample_rate_hz=48000))\n"
+            "print('scipy.signal' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=repo,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.strip() == "False"
