@@ -290,8 +290,6 @@ def _announce(notes) -> None:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from studio.pipeline.render import RenderRequest, render_segment
-
     from studio.validate import check_output_path, check_timings_path
 
     inputs = [args.audio, args.anchor, args.script]
@@ -301,8 +299,6 @@ def _cmd_render(args: argparse.Namespace) -> int:
         from studio.audio.io import probe_audio
 
         probe_audio(args.audio)
-    core = core_settings_from(args)
-    style = _canvas_style(args)
     text = args.text
     if args.script is not None:
         if not args.script.is_file():
@@ -311,10 +307,32 @@ def _cmd_render(args: argparse.Namespace) -> int:
             text = args.script.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"Cannot read {args.script} as UTF-8 text: save the script as plain text.") from exc
+    feed = None
     if text is not None:
         from studio.speech import check_request
 
         check_request(text, args.voice)
+        # spoken from here on, beside the rest: the voice loads and the first sentence is synthesized on its own
+        # thread while torch is imported, the anchor loaded and the core made
+        from studio.contracts import OnAir
+        from studio.pipeline.speech_feed import SpeechFeed
+
+        feed = SpeechFeed(text, args.voice, OnAir(title=args.title))
+        feed.start()
+    try:
+        return _render_with(args, text, feed)
+    except BaseException:
+        if feed is not None:
+            feed.cancel()
+        raise
+
+
+def _render_with(args: argparse.Namespace, text: str | None, feed) -> int:
+    """``render`` once its inputs are read (and its speech started: ``feed``)."""
+    from studio.pipeline.render import RenderRequest, render_segment
+
+    core = core_settings_from(args)
+    style = _canvas_style(args)
     from studio.encode.claim import claim_output
     from studio.encode.recovery import recover_for_output
 
@@ -325,7 +343,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
                             voice=args.voice, title=args.title, core=core, timings_path=args.timings,
                             audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
                             canvas_background=style.background_image, canvas_style=style, streams=streams,
-                            stream_pace=args.stream_pace == "on")
+                            stream_pace=args.stream_pace == "on", speech=feed)
         import time
 
         from studio import startup

@@ -55,7 +55,9 @@ class SpeechFeed:
         self._thread = threading.Thread(target=self._run, name="speech-feed", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        """Start speaking (once: a feed started by the command is not started again by the render)."""
+        if self._thread.ident is None:
+            self._thread.start()
 
     def wait_first(self, timeout_s: float):
         """The first section's item once it is spoken (None while it is not); raises what synthesis raised."""
