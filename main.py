@@ -10,4 +10,4 @@ startup.keep_freed_memory()
 from studio.cli import main  # noqa: E402  (after the start is marked)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(leave=True))

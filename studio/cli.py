@@ -444,9 +444,24 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 COMMANDS = {"render": _cmd_render, "doctor": _cmd_doctor, "gui": _cmd_gui, "live": _cmd_live,
             "bench": _cmd_bench, "compile": _cmd_compile, "farm": _cmd_farm}
+# commands that have closed all their work when they return (the file written and checked, the encoder process
+# ended): ``main(leave=True)`` ends their process without the interpreter's teardown (``startup.leave``)
+ENDS_CLOSED = frozenset({"render"})
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, leave: bool = False) -> int:
+    """Run the command of ``argv`` (default: the process's arguments) and return its exit status; with ``leave``
+    (``main.py``) a command of ``ENDS_CLOSED`` ends the process there instead."""
+    command, code = _run(argv)
+    if leave and command in ENDS_CLOSED:
+        from studio import startup
+
+        startup.leave(code)
+    return code
+
+
+def _run(argv: list[str] | None) -> tuple[str, int]:
+    """(the command, its exit status)."""
     from studio.logs import setup_logging
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -454,9 +469,13 @@ def main(argv: list[str] | None = None) -> int:
         args = _build_parser().parse_args(argv)
     except InputError as exc:
         sys.stderr.write(f"error: {exc}\n")
-        return EXIT_USER
+        return "", EXIT_USER
     setup_logging(verbose=args.verbose)
     command = args.command or "gui"
+    return command, _run_command(command, args)
+
+
+def _run_command(command: str, args: argparse.Namespace) -> int:
     try:
         return COMMANDS[command](args)
     except StudioError as exc:

@@ -3,7 +3,7 @@ process-wide settings a command makes at its start.
 
 ``mark()`` is called first thing by ``main.py`` (before the heavy imports); a process that never called it (a test,
 an embedding program) counts from the first import of the ``studio`` package instead. ``keep_freed_memory()`` is
-called next.
+called next; ``leave()`` ends a command that has closed all its work.
 """
 
 from __future__ import annotations
@@ -34,6 +34,24 @@ def keep_freed_memory() -> bool:
         return False
     m_trim_threshold, m_mmap_max = -1, -4  # glibc's malloc.h
     return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 512 << 20))
+
+
+def leave(code: int) -> None:
+    """End the process now with exit status ``code``, without the interpreter's teardown (every module's objects
+    freed one by one, torch's and ONNX Runtime's among them: 0.7 s after a render's file was finished, on the 2-core
+    machine). Only for a command whose work is all closed when it returns; the logs and the standard streams are
+    flushed first."""
+    import logging
+    import os
+    import sys
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or gone: nothing left to say
+            pass
+    os._exit(code)
 
 
 def since_start_s(at_s: float | None = None) -> float:
