@@ -60,6 +60,19 @@ def _probe(mp4: Path) -> dict:
             "duration_s": float(info.get("format", {}).get("duration", 0.0))}
 
 
+def parse_report(text: str) -> dict | None:
+    """Frames, speech seconds, time to the first frame and stage seconds from render's summary lines (None: no
+    summary in ``text``)."""
+    wrote = WROTE.search(text)
+    if wrote is None:
+        return None
+    first = FIRST.search(text)
+    line = next((ln for ln in text.splitlines() if ln.startswith("stage seconds")), "")
+    return {"frames": int(wrote.group(1)), "speech_s": float(wrote.group(2)),
+            "first_frame_s": float(first.group(1)) if first else None,
+            "stages_s": {k: float(v) for k, v, _ in STAGE.findall(line)}}
+
+
 def render_once(tree: Path, home: Path, script: Path, out: Path, canvas: str) -> dict:
     """One render as a fresh process; its figures, or ``{"error": ...}``."""
     env = dict(os.environ, PYTHONPATH=str(tree), NEWSSTUDIO_HOME=str(home))
@@ -74,17 +87,14 @@ def render_once(tree: Path, home: Path, script: Path, out: Path, canvas: str) ->
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         return {"error": f"exit {done.returncode}: {done.stderr.strip()[-400:]}"}
-    line = next((ln for ln in done.stderr.splitlines() if ln.startswith("stage seconds")), "")
-    stages = {k: float(s) for k, s, _ in STAGE.findall(line)}
-    wrote = WROTE.search(done.stderr)
-    first = FIRST.search(done.stderr)
-    if wrote is None:
+    report = parse_report(done.stderr)
+    if report is None:
         return {"error": "render printed no summary"}
-    frames, speech_s = int(wrote.group(1)), float(wrote.group(2))
+    frames, speech_s, stages = report["frames"], report["speech_s"], report["stages_s"]
     probe = _probe(out)
     ok = probe["frames"] == frames and probe["audio"] and abs(probe["duration_s"] - speech_s) < 0.2
     return {"wall_s": round(wall, 3), "speech_s": speech_s, "end_to_end_rtf": round(wall / speech_s, 3),
-            "first_frame_s": float(first.group(1)) if first else None, "stages_s": stages,
+            "first_frame_s": report["first_frame_s"], "stages_s": stages,
             "render_stage_rtf": round(stages.get("render", 0.0) / speech_s, 3),
             "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2),
             "frames": frames, "mp4": probe, "mp4_ok": ok, "load_average_1m": round(load, 2),
