@@ -15,6 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -158,13 +159,17 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
         if s.layout is Layout.CANVAS and matte is not None and matte.poor:
             log.warning("%s", matte.note)
             warnings = (*warnings, matte.note)
-        try:
-            _open_outputs(core, [recorder, *req.streams])
-        except BaseException:
-            core = None
-            raise
+        # the set and the graphics drawn now (not on the first chunk), while the outputs open: the encoder process
+        # starts meanwhile
+        with ThreadPoolExecutor(1, thread_name_prefix="canvas") as pool:
+            drawn = pool.submit(core.post.prepare, on_air)
+            try:
+                _open_outputs(core, [recorder, *req.streams])
+            except BaseException:
+                core = None
+                raise
         opened = True
-        core.post.prepare(on_air)  # the set and the graphics drawn now, not before the first frame
+        drawn.result()
         stage["setup"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
