@@ -309,8 +309,6 @@ def _announce(notes) -> None:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from studio.pipeline.render import RenderRequest, render_segment
-
     from studio.validate import check_output_path, check_timings_path
 
     inputs = [args.audio, args.anchor, args.script, args.rundown]
@@ -322,15 +320,35 @@ def _cmd_render(args: argparse.Namespace) -> int:
         from studio.audio.io import probe_audio
 
         probe_audio(args.audio)
-    core = core_settings_from(args)
-    style = _canvas_style(args)
     text = args.text
     if args.script is not None:
         text = _read_script(args.script)
+    feed = None
     if text is not None:
         from studio.speech import check_request
 
         check_request(text, args.voice)
+        # spoken from here on, beside the rest: the voice loads and the first sentence is synthesized on its own
+        # thread while torch is imported, the anchor loaded and the core made
+        from studio.contracts import OnAir
+        from studio.pipeline.speech_feed import SpeechFeed
+
+        feed = SpeechFeed(text, args.voice, OnAir(title=args.title))
+        feed.start()
+    try:
+        return _render_with(args, text, feed)
+    except BaseException:
+        if feed is not None:
+            feed.cancel()
+        raise
+
+
+def _render_with(args: argparse.Namespace, text: str | None, feed) -> int:
+    """``render`` once its inputs are read (and its speech started: ``feed``)."""
+    from studio.pipeline.render import RenderRequest, render_segment
+
+    core = core_settings_from(args)
+    style = _canvas_style(args)
     from studio.encode.claim import claim_output
     from studio.encode.recovery import recover_for_output
 
@@ -341,7 +359,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
                             voice=args.voice, title=args.title, core=core, timings_path=args.timings,
                             audio_engine=AudioEngine(args.audio_engine), weights_dir=args.weights,
                             canvas_background=style.background_image, canvas_style=style, streams=streams,
-                            stream_pace=args.stream_pace == "on")
+                            stream_pace=args.stream_pace == "on", speech=feed)
         import time
 
         from studio import startup
@@ -520,9 +538,24 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 COMMANDS = {"render": _cmd_render, "doctor": _cmd_doctor, "gui": _cmd_gui, "live": _cmd_live,
             "bench": _cmd_bench, "compile": _cmd_compile, "farm": _cmd_farm}
+# commands that have closed all their work when they return (the file written and checked, the encoder process
+# ended): ``main(leave=True)`` ends their process without the interpreter's teardown (``startup.leave``)
+ENDS_CLOSED = frozenset({"render"})
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, leave: bool = False) -> int:
+    """Run the command of ``argv`` (default: the process's arguments) and return its exit status; with ``leave``
+    (``main.py``) a command of ``ENDS_CLOSED`` ends the process there instead."""
+    command, code = _run(argv)
+    if leave and command in ENDS_CLOSED:
+        from studio import startup
+
+        startup.leave(code)
+    return code
+
+
+def _run(argv: list[str] | None) -> tuple[str, int]:
+    """(the command, its exit status)."""
     from studio.logs import setup_logging
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -530,9 +563,13 @@ def main(argv: list[str] | None = None) -> int:
         args = _build_parser().parse_args(argv)
     except InputError as exc:
         sys.stderr.write(f"error: {exc}\n")
-        return EXIT_USER
+        return "", EXIT_USER
     setup_logging(verbose=args.verbose)
     command = args.command or "gui"
+    return command, _run_command(command, args)
+
+
+def _run_command(command: str, args: argparse.Namespace) -> int:
     try:
         return COMMANDS[command](args)
     except StudioError as exc:

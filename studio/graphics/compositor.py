@@ -255,6 +255,8 @@ class ProgramCompositor:
         """N x 3|4 x p x p presenter frames -> N x 3 x H x W uint8 programme frames (a view of an N x H x W x 3
         buffer, the layout outputs take). On CUDA every step runs whatever is selected (no host decision: one CUDA
         graph serves every selection); on the CPU steps with nothing to do are skipped."""
+        if not self.fixed:
+            return self._compose_host(frames)
         n, c, p, _ = frames.shape
         y0 = self.y0
         fixed = self.fixed
@@ -295,6 +297,40 @@ class ProgramCompositor:
         # device, so that a graph of this keeps it as the eager form does)
         settled = (w[-1] >= 1).to(torch.float32)
         self.last_out.copy_(torch.lerp(self.last_out.float(), out[-1].float(), settled).to(torch.uint8))
+        return out.permute(0, 3, 1, 2)
+
+    def _compose_host(self, frames: torch.Tensor) -> torch.Tensor:
+        """``compose`` on the CPU, the same pixels: frame by frame (one frame's box, 6 MB at 720p, stays in cache
+        where a batch of eight streams each pass through memory), steps with nothing to do skipped, the box rounded
+        straight into the picture (one pass, no uint8 copy of it), and the dissolve's starting picture kept by a copy
+        once none is under way (the device-side form exists for a CUDA graph)."""
+        n, c, p, _ = frames.shape
+        y0, x0 = self.y0, self.x0
+        at = (self._cursor + torch.arange(n)).clamp_(max=len(self.cur_fade) - 1)
+        self._cursor.add_(n)
+        out = torch.empty((n, *self.cur_static.shape), dtype=torch.uint8)
+        if self._video is not None:
+            out.copy_(self.cur_video.index_select(0, at))
+        else:
+            out.copy_(self.cur_static.unsqueeze(0).expand_as(out))
+        cut_out = c == 4 and not self.framed
+        for i in range(n):
+            region = out[i:i + 1, y0:y0 + p, x0:x0 + p]
+            behind = region.permute(0, 3, 1, 2).float().add_(0.5) if self._video is not None else self.cur_behind
+            alpha = frames[i:i + 1, 3:4].mul(self._sides).clamp_(0, 1) if cut_out else self._edge
+            box = torch.lerp(behind, frames[i:i + 1, :3], alpha)
+            for (rows, cols), pre, a in self.cur.front:
+                box[:, :, rows, cols].mul_(a).add_(pre)
+            region.copy_(box.clamp_(0, 255).permute(0, 2, 3, 1))  # truncation rounds: both layers carry +0.5
+        if self._ticker_on:
+            tx0, ty0, tx1, ty1 = self.geo.ticker_box
+            out[:, ty0:ty1].copy_(self.cur_band.index_select(0, at))
+        w = self.cur_fade.index_select(0, at).view(n, 1, 1, 1)
+        if self._fade_now:
+            mixed = torch.lerp(self.last_out.unsqueeze(0).float(), out.float(), w)
+            out.copy_(mixed.add_(0.5).clamp_(0, 255).to(torch.uint8))
+        if float(w[-1]) >= 1:  # the picture a dissolve starts from: the last one shown once none is under way
+            self.last_out.copy_(out[-1])
         return out.permute(0, 3, 1, 2)
 
     def _front_fixed(self) -> list:

@@ -57,6 +57,12 @@ class PostStage:
                 if flow:
                     self.flow_fill().warm(px, p if px != p else None, self.device)
 
+    def prepare(self, on_air) -> None:
+        """Draw what the first chunk shows before it comes: the canvas's set and the graphics of ``on_air`` (a driver
+        calls it while other work goes on: ``render``, while the first sentence is spoken)."""
+        if self.fmt.layout is Layout.CANVAS:
+            self.open_canvas().select(on_air.title, on_air.row)
+
     def upscaler(self, target: int):
         up = self._upscalers.get(target)
         if up is None:

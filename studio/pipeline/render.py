@@ -1,7 +1,9 @@
 """``render``: one segment headless through the core: script or recording -> speech -> motion -> frames -> MP4.
 
 ``render_segment`` is a generator worker: it yields ``RenderProgress`` as it goes, checks ``abort`` between steps
-and returns a ``RenderResult``. The frame loop is the core's (``studio.pipeline.core``), run on a worker thread while
+and returns a ``RenderResult``. A script is spoken on its own thread from the start (the command starts it before its
+heavy imports) while the anchor is loaded and the core, its outputs and the canvas's set and graphics are made; the
+frames then wait only for what is left of the first sentence. The frame loop is the core's (``studio.pipeline.core``), run on a worker thread while
 this generator reports its progress; the MP4 is written by the one recorder, fragmented, so that a killed render
 leaves a recoverable file.
 """
@@ -13,6 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -42,6 +45,8 @@ class RenderRequest:
     streams: tuple = ()  # more outputs (studio.encode.streams), fed as the file is written
     stream_pace: bool = True  # live outputs get the program at real time (the file then takes as long as it lasts)
     encode: object = None  # StreamEncodeSettings of the MP4 and the streams (None: ``render_encode_settings``)
+    # the SpeechFeed of ``text``, already started (the command starts it before its heavy imports); None: made here
+    speech: object = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,10 @@ class RenderResult:
     n_frames: int
     fps: float
     audio_duration_s: float
-    stage_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+    # wall seconds per stage, one after the other: anchor (the pack), setup (the core, its outputs, the canvas),
+    # speech (the wait for the first spoken section that is left after them: synthesis runs from the start, beside
+    # them), render (the frames), finish (closing the file)
+    stage_s: dict[str, float] = field(default_factory=dict)
     # CPU seconds per stage, the whole process (every thread): on a machine shared with other jobs the wall seconds
     # swell with the load, these much less
     stage_cpu_s: dict[str, float] = field(default_factory=dict)
@@ -111,47 +119,57 @@ def render_segment(req: RenderRequest, anchor=None, abort: Callable[[], bool] = 
     stage: dict[str, float] = {}
     cpu: dict[str, float] = {}
     c0 = time.process_time()
-    t0 = time.perf_counter()
-    if anchor is None:
-        anchor = yield from _anchor_with_progress(req, presenter_px(req.core))
-    stage["anchor"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    yield RenderProgress("speech", 0.0, "synthesizing speech" if req.text is not None else "reading the audio")
     on_air = OnAir(title=req.title)
     warnings: tuple[str, ...] = ()
     feed = None
-    if req.text is not None:  # spoken section by section while the render runs (studio.pipeline.speech_feed)
+    if req.text is not None:  # spoken section by section from now on, while the rest is prepared and the render runs
         from studio.pipeline.speech_feed import SpeechFeed
 
-        feed = SpeechFeed(req.text, req.voice, on_air)
+        feed = req.speech if req.speech is not None else SpeechFeed(req.text, req.voice, on_air)
         feed.start()
-        item = None
-        while item is None:
-            item = feed.wait_first(0.25)
-            if abort():
-                feed.cancel()
-                raise StudioError("Render cancelled.")
-        warnings = feed.warnings
-    else:
-        from studio.audio.io import load_audio
+    source = ProgramSource([])
+    prepared = None
+    try:
+        t0 = time.perf_counter()
+        if anchor is None:
+            anchor = yield from _anchor_with_progress(req, presenter_px(req.core))
+        stage["anchor"] = time.perf_counter() - t0
 
-        box2: list[RenderProgress] = []
-        decoded = load_audio(req.audio_path, progress=lambda f, m: box2.append(RenderProgress("audio", f, m)))
-        yield from box2[-1:]
-        warnings = tuple(decoded.warnings)
-        item = item_from_audio(decoded.program_48k, 48000, decoded.analysis_16k, on_air)
-    stage["speech"] = time.perf_counter() - t0
-    if abort():
+        motion = ProgramMotion(audio_engine=req.audio_engine, seed=req.core.seed)
+        prepared = _prepare(req, anchor, source, motion, on_air, stage)
+        warnings = prepared.warnings
+
+        t0 = time.perf_counter()
+        yield RenderProgress("speech", 0.0, "synthesizing speech" if req.text is not None else "reading the audio")
+        if feed is not None:
+            item = None
+            while item is None:
+                item = feed.wait_first(0.25)
+                if abort():
+                    raise StudioError("Render cancelled.")
+            warnings = (*feed.warnings, *warnings)
+        else:
+            from studio.audio.io import load_audio
+
+            box2: list[RenderProgress] = []
+            decoded = load_audio(req.audio_path,
+                                 progress=lambda f, m: box2.append(RenderProgress("audio", f, m)))
+            yield from box2[-1:]
+            warnings = (*decoded.warnings, *warnings)
+            item = item_from_audio(decoded.program_48k, 48000, decoded.analysis_16k, on_air)
+        source.queue(item)
+        if feed is not None:
+            feed.attach(source)
+        stage["speech"] = time.perf_counter() - t0
+        if abort():
+            raise StudioError("Render cancelled.")
+    except BaseException:
         if feed is not None:
             feed.cancel()
-        raise StudioError("Render cancelled.")
-
-    source = ProgramSource([item])
-    if feed is not None:
-        feed.attach(source)
-    motion = ProgramMotion(audio_engine=req.audio_engine, seed=req.core.seed)
-    return (yield from run_program(req, anchor, source, motion, feed, warnings, stage, cpu, c0, abort))
+        if prepared is not None:
+            prepared.discard(req)
+        raise
+    return (yield from _drive(req, prepared, source, feed, warnings, stage, cpu, c0, abort))
 
 
 def run_program(req: RenderRequest, anchor, source, motion, feed, warnings: tuple[str, ...], stage: dict, cpu: dict,
@@ -159,12 +177,34 @@ def run_program(req: RenderRequest, anchor, source, motion, feed, warnings: tupl
     """The core over ``source`` (its items placed) with ``motion``, into the file and the streams of ``req``; the
     anchor pack (a cast: the packs in cast order). ``stage`` / ``cpu``: the seconds measured so far, ``c0``: the
     process time they were counted from."""
+    prepared = _prepare(req, anchor, source, motion, OnAir(title=req.title), stage)
+    return (yield from _drive(req, prepared, source, feed, (*warnings, *prepared.warnings), stage, cpu, c0, abort))
+
+
+@dataclass
+class _Prepared:
+    """A core with its outputs open, its canvas drawn: ready for its first chunk."""
+
+    core: object
+    recorder: object
+    warnings: tuple[str, ...]
+
+    def discard(self, req: RenderRequest) -> None:
+        self.recorder.abort()
+        for st in req.streams:
+            st.close()
+        self.core.pool.close()
+
+
+def _prepare(req: RenderRequest, anchor, source, motion, on_air: OnAir, stage: dict) -> _Prepared:
+    """Make the core and open its outputs (the file and every stream share one encode); the set and the graphics are
+    drawn meanwhile, on a thread, while the encoder process starts. Times ``stage["setup"]``."""
     from studio.encode.recorder import RecorderOutput
     from studio.pipeline.factory import make_core
 
     t0 = time.perf_counter()
     s = req.core
-    # the file and every stream share one encode (the streams' settings are the same)
+    warnings: tuple[str, ...] = ()
     recorder = RecorderOutput(req.out_path, fragmented=True, block=True,
                               settings=req.encode or render_encode_settings(s))
     for st in req.streams:
@@ -184,8 +224,22 @@ def run_program(req: RenderRequest, anchor, source, motion, feed, warnings: tupl
         if s.layout is Layout.CANVAS and matte is not None and matte.poor:
             log.warning("%s", matte.note)
             warnings = (*warnings, matte.note)
-    _open_outputs(core, [recorder, *req.streams])
+    with ThreadPoolExecutor(1, thread_name_prefix="canvas") as pool:
+        drawn = pool.submit(core.post.prepare, on_air)
+        _open_outputs(core, [recorder, *req.streams])  # closes what it opened, and the pool, when one fails
+    try:
+        drawn.result()
+    except BaseException:
+        _Prepared(core, recorder, warnings).discard(req)
+        raise
     stage["setup"] = time.perf_counter() - t0
+    return _Prepared(core, recorder, warnings)
+
+
+def _drive(req: RenderRequest, prepared: _Prepared, source, feed, warnings: tuple[str, ...], stage: dict, cpu: dict,
+           c0: float, abort: Callable[[], bool]) -> Generator[RenderProgress, None, RenderResult]:
+    """Run the prepared core to the end of ``source``, then finish the file: the render stage."""
+    core, recorder, s = prepared.core, prepared.recorder, req.core
     cpu["prepare"] = time.process_time() - c0  # the anchor, the first speech and the setup
     c0 = time.process_time()
 

@@ -67,10 +67,9 @@ def resample(audio: np.ndarray, from_hz: int, to_hz: int) -> np.ndarray:
     """Mono float32 from ``from_hz`` to ``to_hz`` (polyphase, whole signal), exactly round(n * to / from) long."""
     if from_hz == to_hz:
         return np.asarray(audio, np.float32)
-    from scipy.signal import resample_poly
+    from studio.resample import resample_poly
 
-    g = math.gcd(int(from_hz), int(to_hz))
-    out = resample_poly(np.asarray(audio, np.float64), to_hz // g, from_hz // g)
+    out = resample_poly(audio, int(to_hz), int(from_hz))
     n = int(round(len(audio) * to_hz / from_hz))
     return np.pad(out, (0, max(0, n - len(out))))[:n].astype(np.float32)
 

@@ -17,11 +17,16 @@ from pathlib import Path
 
 from studio.contracts import OnAir
 from studio.errors import EncoderError, StudioError
+from studio.speech.settings import SpeechSettings
 from studio.speech.types import PhonemeTiming, WordTiming
 
 log = logging.getLogger(__name__)
 
 AHEAD_S = 60.0  # speech placed ahead of the render at most (then synthesis waits for the render)
+# One thread of ONNX Runtime: synthesis runs beside the render's own stages (and, before the first frame, beside the
+# imports and the set-up), and a second thread of its own cost more CPU than it saved (the 10-s script: 1.07 s of CPU
+# on one thread, 1.64 on two, on the 2-core machine; the same samples).
+SPEECH_SETTINGS = SpeechSettings(onnx_threads=1)
 
 
 class SpeechFeed:
@@ -50,7 +55,9 @@ class SpeechFeed:
         self._thread = threading.Thread(target=self._run, name="speech-feed", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        """Start speaking (once: a feed started by the command is not started again by the render)."""
+        if self._thread.ident is None:
+            self._thread.start()
 
     def wait_first(self, timeout_s: float):
         """The first section's item once it is spoken (None while it is not); raises what synthesis raised."""
@@ -84,7 +91,8 @@ class SpeechFeed:
         from studio.speech.registry import synthesize_sections
 
         try:
-            for utt, fraction in synthesize_sections(self.text, self.voice, sample_rate_hz=self.rate_hz):
+            for utt, fraction in synthesize_sections(self.text, self.voice, SPEECH_SETTINGS,
+                                                     sample_rate_hz=self.rate_hz):
                 if self._cancel.is_set():
                     return
                 item = item_from_utterance(utt, self.on_air)

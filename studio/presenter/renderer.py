@@ -285,9 +285,10 @@ class WarpRenderer(nn.Module):
 
     # -- warp ---------------------------------------------------------------------------------------------------
 
-    def backward_map(self, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def backward_map(self, targets: torch.Tensor, with_mask: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """For B x V x 2 vertex targets: B x S x S x 2 normalized source coordinates of every output pixel, and the
-        B x 1 x S x S person mask carried along (sampled at field resolution, upsampled with the map)."""
+        B x 1 x S x S person mask carried along (sampled at field resolution, upsampled with the map; None without
+        ``with_mask``: a caller that cuts the person out by its own matte does not use it)."""
         b, g = targets.shape[0], self.field
         src = torch.cat([self.lm_src[:, :2], self.frame_src], 0)
         disp = targets - src  # B x V x 2
@@ -312,12 +313,14 @@ class WarpRenderer(nn.Module):
             p = p - torch.stack([ux, uy], -1).clamp(-4 * step, 4 * step)
         # Normalize at field resolution: bilinear upsampling commutes with this affine map.
         norm = _pix_to_norm(p, self.size)  # B x G x G x 2
-        mask = F.grid_sample(self.mask.expand(b, -1, -1, -1), norm, mode="bilinear", padding_mode="border",
-                             align_corners=False)  # B x 1 x G x G
         # Contiguous 2- and 1-channel inputs take the fast upsampling path (measured: a permuted input or a
         # 3-channel stack is 4x slower on the CPU).
         size = (self.size, self.size)
         grid = F.interpolate(norm.permute(0, 3, 1, 2).contiguous(), size=size, mode="bilinear", align_corners=False)
+        if not with_mask:
+            return grid.permute(0, 2, 3, 1), None
+        mask = F.grid_sample(self.mask.expand(b, -1, -1, -1), norm, mode="bilinear", padding_mode="border",
+                             align_corners=False)  # B x 1 x G x G
         mask = F.interpolate(mask, size=size, mode="bilinear", align_corners=False)
         return grid.permute(0, 2, 3, 1), mask
 
@@ -503,20 +506,26 @@ class WarpRenderer(nn.Module):
         grid, mask = self.warp_field(coeffs)
         return self.compose(coeffs, grid, mask)
 
-    def warp_field(self, coeffs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def warp_field(self, coeffs: torch.Tensor, with_mask: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The geometry half of ``forward``: B x S x S x 2 sampling grid and B x 1 x S x S person mask (the part a
-        frame interpolator may interpolate between keyframes instead of recomputing)."""
+        frame interpolator may interpolate between keyframes instead of recomputing; None without ``with_mask``)."""
         full = self.landmarks(coeffs)
         targets = torch.cat([full, self._frame_targets(coeffs)], 1)
-        return self.backward_map(targets)
+        return self.backward_map(targets, with_mask)
 
-    def compose(self, coeffs: torch.Tensor, grid: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The pixel half of ``forward``: sample the portrait through ``grid``, composite, blinks, mouth interior."""
+    def compose(self, coeffs: torch.Tensor, grid: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The pixel half of ``forward``: sample the portrait through ``grid``, composite, blinks, mouth interior.
+        ``mask`` None: the person alone, nothing composited behind (a set goes there: ``matte.MatteWarp``)."""
         b = coeffs.shape[0]
-        full = self.landmarks(coeffs)
         warped = F.grid_sample(self.image.expand(b, -1, -1, -1), grid, mode="bilinear", padding_mode="border",
                                align_corners=False)  # 3 channels: the fast sampling path
-        frames = torch.lerp(self.background, warped, mask)  # the person over the untouched background
+        # the person over the untouched background
+        frames = warped if mask is None else torch.lerp(self.background, warped, mask)
+        return self.finish(coeffs, grid, frames)
+
+    def finish(self, coeffs: torch.Tensor, grid: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+        """Blinks and the mouth interior drawn into the sampled ``frames`` (B x 3 x S x S; a view is drawn into)."""
+        full = self.landmarks(coeffs)
         frames = self.eyelids(frames, grid, full, coeffs)
         rest = self.landmarks(coeffs, mouth_scale=0.0)
         jaw = self.landmarks(coeffs, jaw_only=True)

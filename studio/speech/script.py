@@ -14,7 +14,6 @@ onto the script's characters, and stresses the emphasized words; ``resample_utte
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, replace
 
@@ -296,11 +295,9 @@ def resample_utterance(utt: Utterance, rate_hz: int) -> Utterance:
     seconds and stay valid (the last phone is clipped to the new length)."""
     if rate_hz == utt.sample_rate_hz:
         return utt
-    from scipy.signal import resample_poly
+    from studio.resample import resample_poly
 
-    g = math.gcd(int(rate_hz), int(utt.sample_rate_hz))
-    up, down = int(rate_hz) // g, int(utt.sample_rate_hz) // g
-    audio = resample_poly(utt.audio.astype(np.float64), up, down, window=("kaiser", 10.0)).astype(np.float32)
+    audio = resample_poly(utt.audio, int(rate_hz), int(utt.sample_rate_hz), beta=10.0).astype(np.float32)
     duration = len(audio) / rate_hz
     phones = tuple(PhonemeTiming(p.phoneme, min(p.start_s, duration), min(p.end_s, duration), p.stress)
                    for p in utt.phonemes)

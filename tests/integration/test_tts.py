@@ -191,3 +191,39 @@ def test_every_spoken_word_has_a_timing(voice: str) -> None:
                                            "Goodnight"]
     for a, b in zip(utt.words, utt.words[1:]):
         assert a.start_s < a.end_s <= b.start_s + 1e-6
+
+
+def test_the_prepared_voice_model_speaks_as_the_original(tmp_path, monkeypatch) -> None:
+    """The first load prepares the voice's model (alignment output, optimized graph) into the data folder; the next
+    load reads it and speaks the same samples."""
+    from studio.speech.piper_engine import PiperEngine
+
+    monkeypatch.setenv("NEWSSTUDIO_HOME", str(tmp_path))
+    if not PiperEngine().voices():
+        pytest.skip("no Piper voice installed")
+    first = PiperEngine().synthesize(TWO_SENTENCES, "joe", SpeechSettings())
+    prepared = list((tmp_path / "cache" / "voices").glob("*.onnx"))
+    assert len(prepared) == 1
+    stamp = prepared[0].stat().st_mtime_ns
+    second = PiperEngine().synthesize(TWO_SENTENCES, "joe", SpeechSettings())
+    assert prepared[0].stat().st_mtime_ns == stamp  # read, not made again
+    assert np.array_equal(first.audio, second.audio) and first.phonemes == second.phonemes
+
+
+def test_speaking_a_script_imports_no_scipy_signal() -> None:
+    """The resampling on the way to the first frame is numpy's (``studio.resample``): importing scipy.signal cost
+    more than the resampling."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    code = ("import sys\nfrom studio.pipeline.sources import item_from_utterance\n"
+            "from studio.speech.registry import synthesize\n"
+            "item_from_utterance(synthesize('Good evening.', sample_rate_hz=48000))\n"
+            "print('scipy.signal' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=repo,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.strip() == "False"

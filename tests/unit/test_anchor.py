@@ -109,3 +109,13 @@ def test_a_pack_just_built_equals_the_same_pack_from_the_cache(tmp_path, monkeyp
     for field in ("mask", "eye_masks", "image", "render_image", "landmarks"):
         np.testing.assert_array_equal(getattr(fresh, field), getattr(cached, field), err_msg=field)
     np.testing.assert_array_equal(fresh.matte.alpha, cached.matte.alpha)
+
+
+def test_the_default_portrait_is_scikit_images_astronaut() -> None:
+    from skimage import data
+
+    from studio.presenter.anchor import default_portrait
+
+    got = default_portrait()
+    assert got.dtype == np.uint8 and got.flags.c_contiguous
+    assert np.array_equal(got, data.astronaut()[:, :, :3])

@@ -85,6 +85,20 @@ def test_render_lipsync_reads_render_stage_line_and_the_rundown():
     assert mod.parse_args(["--stories", "2"]).stories == 2
 
 
+def test_render_realtime_reads_render_summary_lines():
+    mod = load("render_realtime.py")
+    text = ("render: 100% frame 239/239\nwrote /tmp/r.mp4 (239 frames, 9.56 s, device cpu, engine builtin, "
+            "optimizations pyramidal; first frame 3.08 s after the command's start (0.61 s after the core's), done "
+            "7.10 s after it)\nstage seconds (real-time factor): startup 1.42 s (0.149), anchor 0.18 s (0.019), "
+            "setup 0.86 s (0.090), speech 0.00 s (0.000), finish 0.20 s (0.021), render 5.31 s (0.555)\n")
+    assert mod.parse_report(text) == {
+        "frames": 239, "speech_s": 9.56, "first_frame_s": 3.08,
+        "stages_s": {"startup": 1.42, "anchor": 0.18, "setup": 0.86, "speech": 0.0, "finish": 0.2, "render": 5.31}}
+    assert mod.parse_report("error: no such file") is None
+    a = mod.parse_args(["--repeats", "2", "--baseline", "abc123"])
+    assert (a.repeats, a.baseline, a.canvas) == (2, "abc123", "720p")
+
+
 def test_dit_parts_runs_its_check_on_the_cpu(tmp_path):
     from studio.bench.harness import save_program
 

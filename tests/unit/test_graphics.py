@@ -45,6 +45,22 @@ def test_the_matte_moves_with_the_warp_of_the_face(default_anchor) -> None:
     assert (frames[:, :3][inside] - own[inside]).abs().median() < 3.0
 
 
+def test_a_cut_out_frame_made_in_one_pass_equals_its_two_halves(default_anchor) -> None:
+    """A frame made in full samples the person and the matte together; the keyframe interpolator composes from a
+    warp field it keeps (``warp_field`` then ``compose``): both give the same values, blinks and mouth included."""
+    from studio.contracts.coeffs import example_motion
+    from studio.presenter.matte import MatteWarp
+    from studio.presenter.renderer import WarpRenderer
+
+    warp = MatteWarp(WarpRenderer(default_anchor, 160, 40, newton_steps=3).eval(), default_anchor.matte)
+    c = torch.from_numpy(example_motion(6))
+    with torch.inference_mode():
+        whole = warp(c)
+        halves = warp.compose(c, *warp.warp_field(c))
+    assert whole.shape == (6, 4, 160, 160)
+    assert torch.equal(whole, halves)
+
+
 def test_the_pack_says_when_its_matte_is_poor() -> None:
     from studio.presenter.matte import POOR_SOFT_FRAC, build_matte
 
