@@ -305,7 +305,7 @@ class ProgramCompositor:
         straight into the picture (one pass, no uint8 copy of it), and the dissolve's starting picture kept by a copy
         once none is under way (the device-side form exists for a CUDA graph)."""
         n, c, p, _ = frames.shape
-        y0, x0 = self.y0, self.x0
+        y0 = self.y0
         at = (self._cursor + torch.arange(n)).clamp_(max=len(self.cur_fade) - 1)
         self._cursor.add_(n)
         out = torch.empty((n, *self.cur_static.shape), dtype=torch.uint8)
@@ -313,15 +313,19 @@ class ProgramCompositor:
             out.copy_(self.cur_video.index_select(0, at))
         else:
             out.copy_(self.cur_static.unsqueeze(0).expand_as(out))
-        cut_out = c == 4 and not self.framed
+        ce = c // len(self.boxes)  # each presenter's channels (a two-shot: the cast's frames side by side)
+        cut_out = ce == 4 and not self.framed
         for i in range(n):
-            region = out[i:i + 1, y0:y0 + p, x0:x0 + p]
-            behind = region.permute(0, 3, 1, 2).float().add_(0.5) if self._video is not None else self.cur_behind
-            alpha = frames[i:i + 1, 3:4].mul(self._sides).clamp_(0, 1) if cut_out else self._edge
-            box = torch.lerp(behind, frames[i:i + 1, :3], alpha)
-            for (rows, cols), pre, a in self.cur.front:
-                box[:, :, rows, cols].mul_(a).add_(pre)
-            region.copy_(box.clamp_(0, 255).permute(0, 2, 3, 1))  # truncation rounds: both layers carry +0.5
+            for b, x0 in enumerate(self.boxes):
+                region = out[i:i + 1, y0:y0 + p, x0:x0 + p]
+                behind = region.permute(0, 3, 1, 2).float().add_(0.5) if self._video is not None \
+                    else self.cur_behind[b:b + 1]
+                face = frames[i:i + 1, b * ce:b * ce + ce]
+                alpha = face[:, 3:4].mul(self._sides).clamp_(0, 1) if cut_out else self._edge
+                box = torch.lerp(behind, face[:, :3], alpha)
+                for (rows, cols), pre, a in self.cur.front[b]:
+                    box[:, :, rows, cols].mul_(a).add_(pre)
+                region.copy_(box.clamp_(0, 255).permute(0, 2, 3, 1))  # truncation rounds: both layers carry +0.5
         if self._ticker_on:
             tx0, ty0, tx1, ty1 = self.geo.ticker_box
             out[:, ty0:ty1].copy_(self.cur_band.index_select(0, at))
