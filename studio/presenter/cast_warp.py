@@ -75,14 +75,7 @@ class CastWarp(nn.Module):
                         jaw_only: bool = False) -> torch.Tensor:
         """(A*K) x 478 x 2 target landmarks (every anchor's rig on its rows)."""
         f0 = self.faces[0]
-        w = f0._mouth_weights(c)
-        if jaw_only:
-            w = w * 0
-            w[:, 0] = 1
-            w[:, 1] = c[:, Coeff.JAW_OPEN].clamp(min=0) * (1 - c[:, Coeff.LIP_PRESS].clamp(0, 1))
-        elif mouth_scale != 1.0:
-            w = w.clone()
-            w[:, 1:6] = w[:, 1:6] * mouth_scale
+        w = f0._mouth_weights(c, mouth_scale, jaw_only)
         a = self.rows
         local = torch.einsum("akl,alnd->aknd", w.view(a, k, -1), self.bases).reshape(a * k, -1, 2)
         p = self._per_row(self.lm_src, k).clone()

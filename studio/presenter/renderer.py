@@ -244,8 +244,14 @@ class WarpRenderer(nn.Module):
         r_roll = torch.stack([cr, -sr, zero, sr, cr, zero, zero, zero, one], 1).view(-1, 3, 3)
         return r_roll @ r_pitch @ r_yaw
 
-    def _mouth_weights(self, c: torch.Tensor) -> torch.Tensor:
-        """B x L weights of the local bases; pressing the lips cancels the opening."""
+    def _mouth_weights(self, c: torch.Tensor, mouth_scale: float = 1.0, jaw_only: bool = False) -> torch.Tensor:
+        """B x L weights of the local bases; pressing the lips cancels the opening. ``jaw_only``: the jaw's opening
+        alone; ``mouth_scale``: the mouth's bases scaled."""
+        if jaw_only:
+            w = torch.zeros((c.shape[0], len(LOCAL_COEFFS) + 1), dtype=c.dtype, device=c.device)
+            w[:, 0] = 1
+            w[:, 1] = c[:, Coeff.JAW_OPEN].clamp(min=0) * (1 - c[:, Coeff.LIP_PRESS].clamp(0, 1))
+            return w
         press = c[:, Coeff.LIP_PRESS].clamp(0, 1)
         w = c[:, self._idx(tuple(LOCAL_COEFFS), c.device)].clone()
         opening = 1 - press
@@ -253,18 +259,14 @@ class WarpRenderer(nn.Module):
         w[:, 1] = w[:, 1].clamp(min=0) * opening  # part
         w[:, 2] = w[:, 2].clamp(0, 1) * (1 - 0.5 * press)  # round
         ones = torch.ones_like(w[:, :1])
-        return torch.cat([ones, w], 1)
+        w = torch.cat([ones, w], 1)
+        if mouth_scale != 1.0:
+            w[:, 1:6] = w[:, 1:6] * mouth_scale
+        return w
 
     def landmarks(self, c: torch.Tensor, mouth_scale: float = 1.0, jaw_only: bool = False) -> torch.Tensor:
         """B x 478 x 2 target landmarks (pixels) for coefficients ``c`` (B x N_COEFFS)."""
-        w = self._mouth_weights(c)
-        if jaw_only:
-            w = w * 0
-            w[:, 0] = 1
-            w[:, 1] = c[:, Coeff.JAW_OPEN].clamp(min=0) * (1 - c[:, Coeff.LIP_PRESS].clamp(0, 1))
-        elif mouth_scale != 1.0:
-            w = w.clone()
-            w[:, 1:6] = w[:, 1:6] * mouth_scale
+        w = self._mouth_weights(c, mouth_scale, jaw_only)
         local = torch.einsum("bl,lnd->bnd", w, self.bases)
         p = self.lm_src.unsqueeze(0).repeat(c.shape[0], 1, 1)
         p[:, :, :2] = p[:, :, :2] + local

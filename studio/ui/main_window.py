@@ -21,6 +21,7 @@ from studio.pipeline.rundown import load_user_rundown, save_rundown, user_cast, 
 from studio.pipeline.telemetry import RuntimeState, StallMeter, TelemetrySnapshot
 from studio.runtime import StudioSettings
 from studio.ui.bridge import RuntimeBridge
+from studio.ui.cast_form import dropped_image
 from studio.ui.charts import TelemetryCharts
 from studio.ui.event_routes import APP_TITLE, ON_AIR_STATES, ROUTES
 from studio.ui.format_panel import FormatPanel, load_format
@@ -39,7 +40,6 @@ TICK_MS = 16  # the one timer: frames, meters, telemetry (no signal per frame or
 TELEMETRY_EVERY_TICKS = 6  # ~100 ms
 CHARTS_EVERY_TICKS = 60  # ~1 s between the charts' data points
 CHART_DRAW_EVERY_TICKS = 8  # one plot redrawn every 8th tick: seven in 56 ticks, before the next point
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 FIRST_SIZE = QSize(1600, 1000)  # first start without a screen to fill (offscreen); on a screen: maximized
 LAYOUT_VERSION = 7  # bump when the default dock layout changes, so an old saved layout is not restored over it
 
@@ -420,23 +420,12 @@ class MainWindow(QMainWindow):
 
     # -- drag and drop ------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _dropped_image(event) -> Path | None:
-        md = event.mimeData()
-        if not md.hasUrls():
-            return None
-        for url in md.urls():
-            p = Path(url.toLocalFile())
-            if p.suffix.lower() in IMAGE_SUFFIXES:
-                return p
-        return None
-
     def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt)
-        if self._dropped_image(event) is not None:
+        if dropped_image(event) is not None:
             event.acceptProposedAction()
 
     def dropEvent(self, event) -> None:  # noqa: N802 (Qt)
-        path = self._dropped_image(event)
+        path = dropped_image(event)
         if path is not None:
             event.acceptProposedAction()
             self.load_anchor(path)
