@@ -18,7 +18,7 @@
 #   startup         `render --device cuda --canvas 1080p --fps 60` of a 10-s clip (the bench program's audio), twice
 #                   on a fresh copy of the data folder (no TorchInductor cache): the first run compiles and fills the
 #                   cache, the second loads it; each prints its stage seconds and its time to the first frame
-#   tests           the GPU tests (`python3 -m pytest tests/gpu`)
+#   tests           the GPU tests (`python3 -m pytest tests/gpu`), the engines' file in a step of its own
 #   picture         the canvas at 1080p60 with the matte, the news set and the graphics against the framed photo on a
 #                   plain set (benchmarks/matte_graphics_cost.py: wall and GPU ms a frame)
 # Writes JSON (and PNG charts) under $OUT, or benchmarks/gpu/out when OUT is unset, and prints a summary.
@@ -64,7 +64,11 @@ case $SUITE in
   dit)
     step dit_parts 560 python3 benchmarks/gpu/dit_parts.py --program $PROGRAM --json "$O/dit_parts.json" ;;
   tests)
-    step tests_gpu 330 python3 -m pytest -q -p no:cacheprovider tests/gpu ;;
+    # the engines' tests last and in their own step (their compiles take most of the call): a timeout there still
+    # leaves the others' verdicts and tracebacks
+    T="python3 -m pytest -v --tb=short -rfE -p no:cacheprovider"
+    step tests_gpu 240 $T $(ls tests/gpu/test_*.py | grep -v generators)
+    step tests_gpu_engines 400 $T tests/gpu/test_generators_cuda.py ;;
   picture)
     step matte_graphics_1080p60 200 python3 benchmarks/matte_graphics_cost.py --device cuda --canvas 1080 --fps 60 \
       --json "$O/matte_graphics_cost.json" ;;

@@ -32,7 +32,7 @@ class _State:
     static: torch.Tensor  # H x W x 3 uint8: set, box, graphics (no presenter)
     behind: torch.Tensor  # B x 3 x p x p float: what is behind each presenter's box (B: anchors side by side)
     front: list  # per box: [(rows slice, premultiplied 1 x 3 x r x p, alpha 1 x 1 x r x p)] over it
-    strip: torch.Tensor | None  # band x L x 3 uint8: the ticker's text
+    strip: np.ndarray | None  # band x L x 3 uint8: the ticker's text (the crawl's band is cut on the host)
     transition: str
 
 
@@ -137,7 +137,7 @@ class ProgramCompositor:
         fronts = [self._front_runs(front[y0:y0 + p, x:x + p]) for x in self.boxes]
         strip = None
         if g.ticker:
-            strip = torch.from_numpy(layers.ticker_strip(geo, g.ticker, st.accent_rgb)).to(dev)
+            strip = np.ascontiguousarray(layers.ticker_strip(geo, g.ticker, st.accent_rgb))
         got = _State(
             static=torch.from_numpy((static + 0.5).clip(0, 255).astype(np.uint8)).to(dev),
             behind=torch.from_numpy(np.ascontiguousarray(np.stack([behind[y0:y0 + p, x:x + p] for x in self.boxes])
