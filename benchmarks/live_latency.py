@@ -113,6 +113,8 @@ def _measure(a: argparse.Namespace, env: dict, runtime: str, interview: bool) ->
         script.write_text(HOST_SCRIPT, encoding="utf-8")
         cmd += ["--interview", "--script", str(script)]
     load_before = os.getloadavg()[0]
+    log = Path(env["NEWSSTUDIO_HOME"]) / "logs" / "studio.log"
+    log_from = log.stat().st_size if log.exists() else 0
     t0 = time.monotonic()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.seconds + 300)
     stop.set()
@@ -124,7 +126,19 @@ def _measure(a: argparse.Namespace, env: dict, runtime: str, interview: bool) ->
         return None
     shown = [x if not x.startswith(runtime) else Path(x).name for x in cmd[2:]]
     return {"command": " ".join(["python", "main.py"] + shown), "load_average_1m_before": load_before,
-            "load_average_1m_after": os.getloadavg()[0], "wall_s": round(time.monotonic() - t0, 1), **figures}
+            "load_average_1m_after": os.getloadavg()[0], "wall_s": round(time.monotonic() - t0, 1), **figures,
+            "skips": _skips(Path(env["NEWSSTUDIO_HOME"]) / "logs" / "studio.log", log_from)}
+
+
+def _skips(log: Path, start: int) -> list[str]:
+    """Where the run's dropped slots fell: the microphone source's lines in the studio's log past byte ``start``."""
+    try:
+        with log.open("rb") as f:
+            f.seek(start)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line.split("microphone: ", 1)[1] for line in text.splitlines() if "slot(s) skipped before slot" in line]
 
 
 def main(argv: list[str] | None = None) -> int:
