@@ -3,9 +3,10 @@
 Built once with the anchor pack (``build_matte``): MediaPipe's selfie segmentation (the general model, already run by
 ``landmarks.person_mask``) gives a coarse soft mask; the face mesh makes the face itself certainly the person; a guided
 filter steered by the photo's own edges turns the uncertain band into a soft edge that follows strands of hair; detached
-islands of "person" out in the backdrop are dropped. The backdrop's colour is then taken out of the edge pixels
-(``foreground``: what the hair looks like without the wall behind it), so that over a new set there is no halo of the
-old backdrop.
+islands of "person" out in the backdrop are dropped. The edge is then fitted to the photo's own colours
+(``_decontaminate``): where the segmentation's soft ramp reaches past the hair into plain backdrop its alpha is lowered,
+and the backdrop's colour is taken out of the edge pixels (``foreground``: what the hair looks like without the wall
+behind it), so that over a new set there is no halo of the old backdrop.
 
 Where the matte is poor (a busy backdrop: a wide uncertain band, or the segmentation in pieces), ``Matte.poor`` says so
 and ``Matte.note`` tells the producer; the canvas then shows the framed photo instead (``studio.graphics``).
@@ -19,7 +20,7 @@ import numpy as np
 
 from studio.presenter import landmarks as lm
 
-MATTE_VERSION = 3  # part of the anchor cache's key: a pack made by an older matte is made again
+MATTE_VERSION = 4  # part of the anchor cache's key: a pack made by an older matte is made again
 
 # the share of the person's area that may be uncertain edge (alpha between 0.1 and 0.9) before the matte is called poor;
 # the two bundled portraits measured 0.11-0.12 of their area
@@ -30,13 +31,26 @@ POOR_ISLAND_FRAC = 0.06
 # line) before the matte is poor: hair stays inside that (0.002 on the bundled portraits and on the astronaut pasted
 # on three scenes); a backdrop object taken for the person (a cup's rim behind the head) measured 0.049
 POOR_STRAY_FRAC = 0.02
+# the edge fitted to the photo's colours (``_decontaminate``): the alpha is kept as it is from EDGE_KEEP_ALPHA up and
+# may be lowered fully below EDGE_FULL_ALPHA (a ramp between); only where the person's nearby colour and the
+# backdrop's differ by EDGE_CONTRAST (RGB distance, 0..255 levels: not at all below the first, fully from the second);
+# a pixel within EDGE_FIT levels of the line between the two colours is placed on that line (fully within the first,
+# not at all beyond the second); a share of the person below EDGE_NOISE counts as none (from twice it, in full).
+# Backdrop pixels 1-10 px outside the bundled portraits' mattes, with the backdrop's colour spread from beyond them,
+# lay a median 2 (astronaut) and 7 (Grace Hopper: sky and flag) levels off that line, 90 % within 4 and 43, and 90 %
+# within 0.03 and 0.18 of the backdrop's end of it
+EDGE_KEEP_ALPHA = 0.8
+EDGE_FULL_ALPHA = 0.5
+EDGE_CONTRAST = (20.0, 50.0)
+EDGE_FIT = (20.0, 45.0)
+EDGE_NOISE = 0.1
 
 
 @dataclass(frozen=True)
 class Matte:
     """The person's alpha and colours at the pack's size, and how trustworthy the cut is."""
 
-    alpha: np.ndarray  # S x S float32 0..1, 1 = person
+    alpha: np.ndarray  # S x S float32 0..1, 1 = person (the segmentation's edge fitted to the photo's colours)
     foreground: np.ndarray  # S x S x 3 uint8: the render image with the backdrop taken out of the edge pixels
     soft_frac: float  # uncertain edge pixels (0.1 < alpha < 0.9) per person pixel
     island_frac: float  # segmentation "person" detached from the head (dropped) per person pixel
@@ -112,25 +126,65 @@ def _spread_colour(rgb: np.ndarray, weight: np.ndarray, levels: int = 7) -> np.n
     return filled
 
 
-def _foreground(image: np.ndarray, alpha: np.ndarray, plate: np.ndarray) -> np.ndarray:
-    """The person's own colour at every pixel: the photo where the person is certain, toward the edge the colour of
-    the nearby certain person (a strand of hair keeps its colour, never the backdrop's). ``plate`` (the backdrop
-    with the person inpainted away) is not trusted for solving the edge: solving image = alpha * F + (1 - alpha) *
-    plate overshoots to a bright rim wherever the inpainting is a few levels off."""
-    del plate
+def _decontaminate(image: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The soft edge made to agree with the photo's own colours: returns (alpha, foreground), S x S float32 and
+    S x S x 3 uint8.
+
+    Every pixel of the edge is taken as a mix of the person's nearby colour F (the certain person's colours spread
+    outward) and the backdrop's B (the certain backdrop's colours spread inward): image = a F + (1 - a) B.
+    - The alpha. The segmentation's ramp is wider than the hair: in its outer part (alpha below EDGE_KEEP_ALPHA) a
+      pixel whose colour is the backdrop's is backdrop. Its alpha is lowered (never raised) to the share of F its
+      colour shows: its place on the line from B to F where it lies near that line, else how far its colour is from F
+      (a pixel that is neither: a busy backdrop, a dark outline in the photo); only where F and B differ enough to
+      tell (EDGE_CONTRAST).
+    - The colour (blur-fusion foreground estimation, Forte and Pitie 2021, with F and B from the push-pull spread):
+      foreground = F + a (image - a F - (1 - a) B), the photo's own detail kept in proportion to alpha and to how well
+      the mix explains the pixel; at alpha 1 the photo itself, untouched."""
+    import cv2
+
     img = image.astype(np.float32)
-    sure = np.clip((alpha - 0.9) / 0.08, 0.0, 1.0).astype(np.float32)
-    spread = _spread_colour(img, sure)
-    own = np.clip((alpha - 0.75) / 0.23, 0.0, 1.0)[..., None]
-    out = img * own + spread * (1 - own)
-    return (out + 0.5).clip(0, 255).astype(np.uint8)
+    a = alpha.astype(np.float32)
+    sure_fg = np.clip((a - 0.9) / 0.08, 0.0, 1.0).astype(np.float32)
+    sure_bg = np.clip((0.1 - a) / 0.08, 0.0, 1.0).astype(np.float32)
+    if sure_fg.sum() < 1.0 or sure_bg.sum() < 1.0:  # nothing certain on one side: no mix to solve
+        return a, image.copy()
+    fg = _spread_colour(img, sure_fg)
+    bg = _spread_colour(img, sure_bg)
+    d = fg - bg
+    d2 = np.maximum((d * d).sum(-1), 1e-6)
+    dist = np.sqrt(d2)
+    t = ((img - bg) * d).sum(-1) / d2  # the pixel's place on the line from B (0) to F (1)
+    off_line = np.linalg.norm(img - bg - t[..., None] * d, axis=-1)
+    lo, hi = EDGE_FIT
+    fit = cv2.GaussianBlur(np.clip((hi - off_line) / (hi - lo), 0.0, 1.0).astype(np.float32), (0, 0),
+                           max(1.0, a.shape[0] / 360))
+    like_f = np.clip(1.0 - np.linalg.norm(img - fg, axis=-1) / dist, 0.0, 1.0)
+    share = fit * np.clip(t, 0.0, 1.0) + (1.0 - fit) * like_f
+    # the photo's grain moves a backdrop pixel a little along the line: the share is taken over a few pixels and
+    # below EDGE_NOISE counts as none, so that no speckle of the person's colour is left outside the edge
+    share = cv2.GaussianBlur(share.astype(np.float32), (0, 0), max(1.0, a.shape[0] / 360))
+    share = share * np.clip((share - EDGE_NOISE) / EDGE_NOISE, 0.0, 1.0)  # 0 up to EDGE_NOISE, itself from twice it
+    lo, hi = EDGE_CONTRAST
+    contrast = np.clip((dist - lo) / (hi - lo), 0.0, 1.0)
+    outer = np.clip((EDGE_KEEP_ALPHA - a) / (EDGE_KEEP_ALPHA - EDGE_FULL_ALPHA), 0.0, 1.0)
+    lowered = a - contrast * outer * np.maximum(a - share, 0.0)
+    lowered = cv2.GaussianBlur(lowered.astype(np.float32), (0, 0), max(0.5, a.shape[0] / 1000))
+    a_out = np.where(a >= EDGE_KEEP_ALPHA, a, np.minimum(lowered, a)).astype(np.float32)
+    A = a_out[..., None]
+    trust = np.maximum(contrast * fit, np.clip((a_out - 0.9) / 0.09, 0.0, 1.0))[..., None]
+    out = fg + trust * A * (img - A * fg - (1.0 - A) * bg)
+    out = np.where(A >= 0.998, img, out)
+    return a_out, (out + 0.5).clip(0, 255).astype(np.uint8)
 
 
 def build_matte(image: np.ndarray, render_image: np.ndarray, pts: np.ndarray, person: np.ndarray,
                 plate: np.ndarray) -> Matte:
     """The matte of a framed portrait (``image``, S x S x 3 uint8) from its selfie segmentation ``person`` (S x S
     0..1), its landmarks ``pts`` and its backdrop plate (``plate``: the person inpainted away). ``render_image`` is
-    what the renderer warps; the matte's ``foreground`` is it with the backdrop taken out of the edge."""
+    what the renderer warps; the matte's ``foreground`` is it with the backdrop taken out of the edge. The plate is
+    not used for that: solving the edge's mix against it overshoots to a bright rim wherever the inpainting is a few
+    levels off (the backdrop's colour is spread from the certain backdrop instead). ``soft_frac``, ``island_frac``
+    and ``stray_frac`` describe the segmentation's cut, before the edge is fitted to the photo's colours."""
     import cv2
 
     side = image.shape[0]
@@ -165,7 +219,7 @@ def build_matte(image: np.ndarray, render_image: np.ndarray, pts: np.ndarray, pe
                else f"{stray:.0%} of the cut lies beside the head")
         note = (f"The portrait's backdrop is too busy to cut the presenter out cleanly ({why}): the framed photo is "
                 "shown instead. For a cut-out, use a photo in front of a plain wall.")
-    fg = _foreground(render_image, alpha, plate)
+    alpha, fg = _decontaminate(render_image, alpha)
     return Matte(alpha=alpha, foreground=fg, soft_frac=soft, island_frac=island_frac, poor=poor, note=note,
                  stray_frac=stray)
 

@@ -75,6 +75,68 @@ def test_the_pack_says_when_its_matte_is_poor() -> None:
     assert m.soft_frac > POOR_SOFT_FRAC or m.island_frac > 0
 
 
+def _soft_disc(side: int = 160):
+    """A synthetic portrait: a dark brown disc (the person, a little texture) on a bright wall (a little grain), its
+    edge a 6-px ramp; returns the image, the true alpha, the person's and the wall's colours and their pixels."""
+    rng = np.random.default_rng(5)
+    yy, xx = np.mgrid[0:side, 0:side].astype(np.float32)
+    r = np.hypot(xx - side / 2, yy - side / 2)
+    person_rgb, wall_rgb = np.array([70, 45, 30], np.float32), np.array([225, 220, 210], np.float32)
+    person = person_rgb + rng.normal(0, 4, (side, side, 3))
+    wall = wall_rgb + rng.normal(0, 3, (side, side, 3))
+    alpha = np.clip((side * 0.31 - r) / 6 + 0.5, 0, 1).astype(np.float32)
+    image = (alpha[..., None] * person + (1 - alpha[..., None]) * wall).clip(0, 255).astype(np.uint8)
+    return image, alpha, person_rgb, r, person
+
+
+def test_the_edge_takes_the_persons_colour_not_the_backdrops() -> None:
+    """Over a bright wall, the soft edge's colours are the person's own once the wall is taken out (over a dark set
+    no light rim); where the matte is certain the photo is untouched, and a matte that fits the photo keeps its
+    alpha."""
+    from studio.presenter.matte import _decontaminate
+
+    image, alpha, person_rgb, _, _ = _soft_disc()
+    got_alpha, fg = _decontaminate(image, alpha)
+    edge = (alpha > 0.1) & (alpha < 0.9)
+    raw = np.linalg.norm(image[edge].astype(np.float32) - person_rgb, axis=-1).mean()
+    cleaned = np.linalg.norm(fg[edge].astype(np.float32) - person_rgb, axis=-1).mean()
+    assert raw > 100  # the photo's edge pixels are mostly wall
+    assert cleaned < 10, cleaned  # ... the foreground's are the person's
+    certain = alpha == 1.0
+    np.testing.assert_array_equal(fg[certain], image[certain])
+    assert np.abs(got_alpha - alpha).max() < 0.1  # the alpha already fits: it stays
+
+
+def test_a_segmentation_ramp_wider_than_the_edge_leaves_no_halo() -> None:
+    """The segmentation's ramp reaches past the person into plain wall: there the alpha comes down (never up), so
+    that over a dark set the ring outside the edge looks like the true cut, not a glow of the person's colour."""
+    from studio.presenter.matte import EDGE_KEEP_ALPHA, _decontaminate
+
+    image, alpha, person_rgb, r, person = _soft_disc()
+    seg = np.clip((alpha.shape[0] * 0.31 + 6 - r) / 24 + 0.5, 0, 1).astype(np.float32)  # wider, further out
+    got_alpha, fg = _decontaminate(image, seg)
+    assert (got_alpha <= seg).all()
+    kept = seg >= EDGE_KEEP_ALPHA
+    np.testing.assert_array_equal(got_alpha[kept], seg[kept])
+    dark = np.array([20, 30, 60], np.float32)
+    luma = np.array([0.2126, 0.7152, 0.0722], np.float32)
+    truth = alpha[..., None] * person + (1 - alpha[..., None]) * dark
+    ours = got_alpha[..., None] * fg + (1 - got_alpha[..., None]) * dark
+    glow = seg[..., None] * person_rgb + (1 - seg[..., None]) * dark  # the person's colour under the wide ramp
+    ring = (seg > 0.05) & (seg < 0.6)
+    err = lambda pic: float(np.abs((pic - truth) @ luma)[ring].mean())  # noqa: E731
+    assert err(glow) > 4  # keeping the segmentation's alpha leaves a glow, even with the right colour
+    assert err(ours) < 1.5, err(ours)
+
+
+def test_the_pack_keeps_the_photo_where_its_matte_is_certain(default_anchor) -> None:
+    """The face is the photo itself: the pack's foreground differs from its render image only on the soft edge."""
+    m = default_anchor.matte
+    certain = m.alpha == 1.0
+    assert certain.mean() > 0.3
+    np.testing.assert_array_equal(m.foreground[certain], default_anchor.render_image[certain])
+
+
 def test_text_is_fitted_to_two_lines_with_an_ellipsis_and_drawn_literally() -> None:
     from studio.graphics.text import ELLIPSIS, fit_lines, font_for
 
