@@ -32,6 +32,13 @@ class ListeningSettings:
     min_phrase_s: float = 0.5  # speech before it that makes a phrase
     accent_share: float = 0.35  # of the accents, this share draws a nod (seeded)
     window_s: float = 0.04  # loudness frames of the cue analysis
+    smile_interval_s: tuple[float, float] = (6.0, 12.0)  # from one smile's start to the next's (seeded)
+    smile_first_s: tuple[float, float] = (1.5, 5.0)  # the first smile after listening starts; none before the low end
+    smile_duration_s: tuple[float, float] = (1.5, 2.5)
+    smile_spread: tuple[float, float] = (0.65, 0.95)  # LIP_SPREAD at the smile's height (the mouth stays closed)
+    smile_ease_s: float = 0.45  # in and out (smoothstep)
+    smile_phrase_share: float = 0.7  # of the phrase ends in a smile's window, this share draws it to them (seeded)
+    smile_phrase_delay_s: float = 0.2  # a smile drawn to a phrase end starts this long after it
 
 
 class PhraseTracker:
@@ -131,6 +138,69 @@ class LiveCues:
         return out
 
 
+@dataclass(frozen=True)
+class Smile:
+    """One small smile: LIP_SPREAD rises to ``spread`` and falls back over ``duration_s`` from ``start_s``."""
+
+    start_s: float
+    duration_s: float
+    spread: float
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+    def at(self, t_s: float, ease_s: float) -> float:
+        """LIP_SPREAD at ``t_s``: eased in and out (smoothstep over ``ease_s``, at most half the smile each)."""
+        x = t_s - self.start_s
+        if x <= 0.0 or x >= self.duration_s:
+            return 0.0
+        ease = max(1e-6, min(ease_s, self.duration_s / 2))
+        k = min(1.0, x / ease, (self.duration_s - x) / ease)
+        return self.spread * k * k * (3.0 - 2.0 * k)
+
+
+class ListenerSmiles:
+    """One listener's occasional small smiles, placed span by span of another's speech (``listen``), each wholly
+    inside its span (so never over the listener's own speech): one every ``smile_interval_s``, the first
+    ``smile_first_s`` after listening starts (each start drawn in those ranges); a share of the phrase ends
+    (``smile_phrase_share``) draw a smile to just after them: the last such phrase end between the earliest start
+    the interval allows and the drawn one. Seeded."""
+
+    def __init__(self, s: ListeningSettings = ListeningSettings(), seed: int = 0) -> None:
+        self.s = s
+        self._rng = np.random.default_rng(seed)
+        self._due_s: float | None = None  # the latest start of the next smile (None: before any listening)
+        self._earliest_s = -math.inf  # the earliest start of the next smile
+        self.smiles: list[Smile] = []  # placed, oldest first (pruned behind ``at``)
+        self.count = 0  # smiles placed so far
+
+    def listen(self, t0_s: float, t1_s: float, phrase_ends_s=()) -> None:
+        """Place the smiles of [t0_s, t1_s), a span in which another anchor speaks (its phrase ends, in seconds on
+        the same timeline, draw them)."""
+        s, rng = self.s, self._rng
+        if self._due_s is None:
+            self._due_s = t0_s + float(rng.uniform(*s.smile_first_s))
+        ends = [t + s.smile_phrase_delay_s for t in sorted(phrase_ends_s) if rng.random() < s.smile_phrase_share]
+        while True:
+            earliest = max(self._earliest_s, t0_s + s.smile_first_s[0])
+            due = max(self._due_s, earliest)
+            start = max((t for t in ends if earliest <= t <= due), default=due)
+            duration = float(rng.uniform(*s.smile_duration_s))
+            if start + duration > t1_s:
+                return
+            self.smiles.append(Smile(start, duration, float(rng.uniform(*s.smile_spread))))
+            self.count += 1
+            self._earliest_s = start + s.smile_interval_s[0]
+            self._due_s = start + float(rng.uniform(*s.smile_interval_s))
+
+    def at(self, t_s: float) -> float:
+        """LIP_SPREAD of the smiles at ``t_s`` (0 between them); ``t_s`` ascends from call to call."""
+        while self.smiles and self.smiles[0].end_s < t_s - 1.0:
+            self.smiles.pop(0)
+        return max((m.at(t_s, self.s.smile_ease_s) for m in self.smiles), default=0.0)
+
+
 class HeadTurns:
     """Each listener's head turned toward the speaker's seat (seats in cast order, left to right), eased."""
 
@@ -165,6 +235,7 @@ class CastMotion(MotionSource):
         self._cued: set[tuple[int, int]] = set()  # (listener, item id) whose cues are placed
         self.turns = HeadTurns(rows, settings)
         self.nods_cued = [0] * rows
+        self.smiles = [ListenerSmiles(settings, seed + 104729 * (i + 1)) for i in range(rows)]
 
     def open(self, fmt: ProgramFormat) -> None:
         super().open(fmt)
@@ -172,7 +243,8 @@ class CastMotion(MotionSource):
             m.open(fmt)
 
     def _cue(self, listener: int, chunk: Chunk) -> None:
-        """Nods of ``listener`` at the cues of the items others speak in this chunk (placed once per item)."""
+        """Nods and smiles of ``listener`` at the cues of the items others speak in this chunk (placed once per
+        item; the smiles inside the item's span)."""
         fps = self.fmt.fps
         for item in chunk.items:
             if item.on_air.speaker == listener or (listener, id(item)) in self._cued:
@@ -189,6 +261,8 @@ class CastMotion(MotionSource):
                 before = idle.nod_count
                 idle.nod(item.start_slot / fps + t)
                 self.nods_cued[listener] += idle.nod_count - before
+            t0 = item.start_slot / fps
+            self.smiles[listener].listen(t0, item.end_slot / fps, [t0 + t for t in ends])
 
     def motion(self, chunk: Chunk) -> np.ndarray:
         fps = self.fmt.fps
@@ -197,11 +271,15 @@ class CastMotion(MotionSource):
             self._cue(a, chunk)
             own = replace(chunk, items=tuple(x for x in chunk.items if x.on_air.speaker == a))
             out[:, a] = m.motion(own)
-        # the listeners' heads turned toward the speaker's seat, eased
+        # the listeners' heads turned toward the speaker's seat, eased; their smiles (closed mouth: spread alone)
         for j, slot in enumerate(chunk.slots):
             t = (int(slot) + 0.5) / fps
             item = next((x for x in chunk.items if x.start_slot <= slot < x.end_slot), None)
-            out[j, :, Coeff.HEAD_YAW_DEG] += self.turns.step(t, item.on_air.speaker if item is not None else None)
+            speaker = item.on_air.speaker if item is not None else None
+            out[j, :, Coeff.HEAD_YAW_DEG] += self.turns.step(t, speaker)
+            for a, smiles in enumerate(self.smiles):
+                if a != speaker:
+                    out[j, a, Coeff.LIP_SPREAD] = max(float(out[j, a, Coeff.LIP_SPREAD]), smiles.at(t))
         return out
 
     def speaking(self, chunk: Chunk) -> np.ndarray | None:

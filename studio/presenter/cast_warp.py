@@ -6,7 +6,8 @@ of all the rows (a per-row gather into each anchor's triangulation, one Newton s
 reads every portrait through its rows' fields (the portraits stacked as the batch, the frames of a chunk laid along
 the height of the grid, so no portrait is copied per frame). The blinks and the mouth interior are local composites
 in each anchor's own boxes, made per anchor on its rows; where an anchor's mouth is closed on every row (a listener,
-whose motion is silence) its mouth interior is skipped but for the closed lips' line.
+whose motion is silence, or a small smile: the spread of closed lips moves them in the warp and opens nothing) its
+mouth interior is skipped but for the closed lips' line.
 
 Shapes at the interface (what ``MotionSpaceInterpolator`` and the core see): coefficients K x A x N_COEFFS; the
 warp field K x (A*S) x S x 2 (the anchors' fields stacked along the height) and the mask K x A x S x S; frames
@@ -19,13 +20,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from studio.contracts.coeffs import MOUTH_COEFFS, Coeff
+from studio.contracts.coeffs import Coeff
 from studio.errors import RenderError
 from studio.presenter.renderer import WarpRenderer, _gradient, _pix_to_norm
 
 
 def _stack(faces, name: str) -> torch.Tensor:
     return torch.stack([getattr(f, name) for f in faces])
+
+
+# The coefficients that open the lips: where they are all at rest the mouth is closed, whatever LIP_SPREAD (a closed
+# smile) and LIP_PRESS (lips thinned) do to its shape.
+OPENING_COEFFS = (int(Coeff.JAW_OPEN), int(Coeff.LIP_PART), int(Coeff.LIP_ROUND))
 
 
 class CastWarp(nn.Module):
@@ -170,7 +176,7 @@ class CastWarp(nn.Module):
         else:
             frames = torch.lerp(self._per_row(self.background, k), warped, m)
         full = self._landmarks_rows(c, k)
-        closed = (c[:, [int(x) for x in MOUTH_COEFFS]].abs().amax(1) == 0).view(a, k).all(1).tolist()
+        closed = (c[:, list(OPENING_COEFFS)].abs().amax(1) == 0).view(a, k).all(1).tolist()
         rest = jaw = full
         if not all(closed):
             rest = self._landmarks_rows(c, k, mouth_scale=0.0)

@@ -21,7 +21,7 @@ from studio.errors import RenderError
 from studio.presenter import landmarks as lm
 from studio.presenter.anchor import AnchorPack, lip_seam_px, teeth_layer
 from studio.contracts.coeffs import N_COEFFS, Coeff
-from studio.presenter.rig import LOCAL_COEFFS, build_rig
+from studio.presenter.rig import LOCAL_COEFFS, SMILE_OPEN_RANGE, build_rig
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,14 @@ def _gradient(f: torch.Tensor, dim: int, spacing: float) -> torch.Tensor:
     mid = (f.narrow(dim, 2, n - 2) - f.narrow(dim, 0, n - 2)) / (2 * spacing)
     last = (f.narrow(dim, n - 1, 1) - f.narrow(dim, n - 2, 1)) / spacing
     return torch.cat([first, mid, last], dim)
+
+
+def smile_weight(w: torch.Tensor) -> torch.Tensor:
+    """B weights of the rig's smile lift from B x len(LOCAL_COEFFS) clamped local weights: the spread while the
+    mouth is closed, fading out (smoothstep) as the jaw, the lips' parting and rounding open it (over
+    SMILE_OPEN_RANGE), so that the spread of speech keeps its own shape."""
+    closed = (1 - (w[:, 0] + w[:, 1] + w[:, 2]) / SMILE_OPEN_RANGE).clamp(0, 1)
+    return w[:, 3].clamp(0, 1) * closed * closed * (3 - 2 * closed)
 
 
 def _pix_to_norm(p: torch.Tensor, size: int) -> torch.Tensor:
@@ -245,10 +253,10 @@ class WarpRenderer(nn.Module):
         return r_roll @ r_pitch @ r_yaw
 
     def _mouth_weights(self, c: torch.Tensor, mouth_scale: float = 1.0, jaw_only: bool = False) -> torch.Tensor:
-        """B x L weights of the local bases; pressing the lips cancels the opening. ``jaw_only``: the jaw's opening
-        alone; ``mouth_scale``: the mouth's bases scaled."""
+        """B x L weights of the local bases (close, LOCAL_COEFFS, the smile lift); pressing the lips cancels the
+        opening. ``jaw_only``: the jaw's opening alone; ``mouth_scale``: the mouth's bases scaled."""
         if jaw_only:
-            w = torch.zeros((c.shape[0], len(LOCAL_COEFFS) + 1), dtype=c.dtype, device=c.device)
+            w = torch.zeros((c.shape[0], len(LOCAL_COEFFS) + 2), dtype=c.dtype, device=c.device)
             w[:, 0] = 1
             w[:, 1] = c[:, Coeff.JAW_OPEN].clamp(min=0) * (1 - c[:, Coeff.LIP_PRESS].clamp(0, 1))
             return w
@@ -259,9 +267,10 @@ class WarpRenderer(nn.Module):
         w[:, 1] = w[:, 1].clamp(min=0) * opening  # part
         w[:, 2] = w[:, 2].clamp(0, 1) * (1 - 0.5 * press)  # round
         ones = torch.ones_like(w[:, :1])
-        w = torch.cat([ones, w], 1)
+        w = torch.cat([ones, w, smile_weight(w).unsqueeze(1)], 1)
         if mouth_scale != 1.0:
             w[:, 1:6] = w[:, 1:6] * mouth_scale
+            w[:, -1] = w[:, -1] * mouth_scale
         return w
 
     def landmarks(self, c: torch.Tensor, mouth_scale: float = 1.0, jaw_only: bool = False) -> torch.Tensor:

@@ -3,6 +3,11 @@
 The rest pose has the lips closed: a photo that shows teeth gets a ``close`` basis that brings the inner lips
 together, and every mouth coefficient acts on top of it. Local bases are in pixels of the anchor image at the
 coefficient value 1. Head pose is applied later as a small 3D rotation using the landmarks' relative depth.
+
+One basis, the last, follows no coefficient of its own: the smile lift, which the renderer weights by LIP_SPREAD where
+the mouth is closed (``studio.presenter.renderer.smile_weight``), so that a closed mouth's spread reads as a small
+smile (the corners further up and a little out, the cheeks beside them lifted) while the spread of speech ("ee", "s")
+keeps its own shape.
 """
 
 from __future__ import annotations
@@ -27,11 +32,15 @@ CORNER_COLUMNS = ((61, 76, 62, 78), (291, 306, 292, 308))
 BASIS_CLOSE = 0
 LOCAL_COEFFS = (Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND, Coeff.LIP_SPREAD, Coeff.LIP_PRESS,
                 Coeff.BLINK_L, Coeff.BLINK_R, Coeff.BROW)
+SMILE_CORNER_LIFT = 0.016  # of the face height: how much further the corners rise at full smile
+SMILE_CORNER_OUT = 0.04  # of each lip point's distance from the mouth's middle: how much further out
+SMILE_CHEEK_LIFT = 0.006  # of the face height: the cheeks beside the corners
+SMILE_OPEN_RANGE = 0.3  # JAW_OPEN + LIP_PART + LIP_ROUND at which the smile lift has faded out (an opening mouth)
 
 
 @dataclass(frozen=True)
 class FaceRig:
-    bases: np.ndarray  # (1 + len(LOCAL_COEFFS)) x 478 x 2, pixels at coefficient 1
+    bases: np.ndarray  # (2 + len(LOCAL_COEFFS)) x 478 x 2, pixels at coefficient 1 (close, LOCAL_COEFFS, smile)
     jaw_only: np.ndarray  # 478 x 2, the jaw basis alone (for placing the lower teeth)
     pivot: np.ndarray  # 3, head rotation centre (x, y, z pixels)
     face_width_px: float
@@ -203,6 +212,26 @@ def build_rig(anchor: AnchorPack) -> FaceRig:
         spr[i] = np.array([(p2[i, 0] - mouth_c[0]) * 0.10, -0.014 * fh * u * u])
     b_spread = lip_basis(spr)
 
+    # Smile lift (on top of the spread, with the mouth closed): the corners further up and out, the lip lines curving
+    # up towards them; both lips move alike at each column, so the closed lips stay together. The cheeks beside and
+    # above the corners rise a little with them (skin only: the eyes and brows stay).
+    half_w = max((right_x - left_x) / 2, 1e-6)
+    sml: dict[int, np.ndarray] = {}
+    for i in lips:
+        u = (p2[i, 0] - mouth_c[0]) / half_w
+        sml[i] = np.array([(p2[i, 0] - mouth_c[0]) * SMILE_CORNER_OUT, -SMILE_CORNER_LIFT * fh * abs(u) ** 1.5])
+    b_smile = lip_basis(sml)
+    cheek_pts = np.array([p2[lm.MOUTH_LEFT] + [-0.05 * fw, -0.07 * fh], p2[lm.MOUTH_RIGHT] + [0.05 * fw, -0.07 * fh]])
+    d2 = ((p2[:, None, :] - cheek_pts[None]) ** 2).sum(-1).min(1)
+    cheek = np.exp(-d2 / (2 * (0.09 * fw) ** 2)) * SMILE_CHEEK_LIFT * fh
+    skin = np.ones(n, bool)
+    skin[lips] = False
+    skin[[i for r in UPPER_RINGS + LOWER_RINGS + CORNER_COLUMNS for i in r]] = False
+    skin[list(lm.LEFT_EYE_UPPER + lm.LEFT_EYE_LOWER + lm.RIGHT_EYE_UPPER + lm.RIGHT_EYE_LOWER + lm.LEFT_IRIS
+              + lm.RIGHT_IRIS + lm.LEFT_BROW + lm.RIGHT_BROW)] = False
+    skin &= ~_seam_sides(p2)  # above the lips' line
+    b_smile[skin, 1] = np.minimum(b_smile[skin, 1], -cheek[skin])
+
     # Press: lips thin towards the closed line.
     prs: dict[int, np.ndarray] = {}
     for ui, li, uo, lo in zip(lm.INNER_UPPER_LIP, lm.INNER_LOWER_LIP, lm.OUTER_UPPER_LIP, lm.OUTER_LOWER_LIP):
@@ -240,7 +269,7 @@ def build_rig(anchor: AnchorPack) -> FaceRig:
     b_brow = _spread(p2, brows, np.tile([0.0, -0.035 * fh], (len(brows), 1)), 0.06 * fw, 0.08 * fw,
                      exclude=set(lm.LEFT_EYE_UPPER + lm.LEFT_EYE_LOWER + lm.RIGHT_EYE_UPPER + lm.RIGHT_EYE_LOWER))
 
-    bases = np.stack([b_close, b_jaw, b_part, b_round, b_spread, b_press, b_blink_l, b_blink_r, b_brow])
+    bases = np.stack([b_close, b_jaw, b_part, b_round, b_spread, b_press, b_blink_l, b_blink_r, b_brow, b_smile])
     oval = p2[list(lm.FACE_OVAL)]
     pivot = np.array([oval[:, 0].mean(), oval[:, 1].mean(), z[list(lm.FACE_OVAL)].mean() + 0.55 * fw])
     return FaceRig(bases=bases.astype(np.float32), jaw_only=b_jaw.astype(np.float32), pivot=pivot.astype(np.float32),

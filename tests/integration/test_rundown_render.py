@@ -80,7 +80,8 @@ def _render(tmp_path: Path, rundown: Path, *extra: str) -> Path:
 
 
 def _mouth(c: np.ndarray) -> np.ndarray:
-    return np.abs(c[..., [Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND, Coeff.LIP_SPREAD]]).sum(-1)
+    """How far the mouth is open (a listener's small smile spreads closed lips: not counted)."""
+    return np.abs(c[..., [Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND]]).sum(-1)
 
 
 def _nods(pitch: np.ndarray, fps: float) -> int:
@@ -127,6 +128,13 @@ def test_two_anchors_render_in_one_call_and_take_turns(recorded, tmp_path: Path)
     assert _nods(coeffs[first, 1, Coeff.HEAD_PITCH_DEG], fps) >= 1  # Ben listening to Anna
     late = slice(ben[0] + 25, ben[-1])  # after the turn has eased in
     assert coeffs[late, 0, Coeff.HEAD_YAW_DEG].mean() > coeffs[first, 0, Coeff.HEAD_YAW_DEG].mean() + 1.0
+    # and smile now and then, with closed lips: the spread of a listener's row is its smile's alone
+    from studio.pipeline.cast_motion import ListeningSettings
+
+    low, high = ListeningSettings().smile_spread
+    smile = np.concatenate([coeffs[first, 1, Coeff.LIP_SPREAD], coeffs[second, 0, Coeff.LIP_SPREAD]])
+    assert low - 0.01 <= smile.max() <= high
+    assert (smile > 0).mean() < 0.5
 
 
 def test_cut_layout_shows_one_anchor_at_a_time(recorded, tmp_path: Path) -> None:

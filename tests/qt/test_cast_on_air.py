@@ -111,7 +111,8 @@ def _rename(qtbot, row, name: str) -> None:
 
 
 def _mouth(c: np.ndarray) -> np.ndarray:
-    return np.abs(c[..., [Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND, Coeff.LIP_SPREAD]]).sum(-1)
+    """How far the mouth is open (a listener's small smile spreads closed lips: not counted)."""
+    return np.abs(c[..., [Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND]]).sum(-1)
 
 
 def _frame(w: MainWindow) -> np.ndarray:

@@ -86,8 +86,9 @@ def test_lip_mesh_never_folds(hopper):
     rng = np.random.default_rng(3)
     c = torch.zeros(40, N_COEFFS)
     c[:, Coeff.JAW_OPEN:Coeff.LIP_PRESS + 1] = torch.tensor(rng.uniform(0, 1, (40, 5)), dtype=torch.float32)
-    c[:4, Coeff.JAW_OPEN:Coeff.LIP_PRESS + 1] = torch.tensor([[1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [0, 1, 0, 0, 0],
-                                                             [1, 1, 1, 1, 0]], dtype=torch.float32)
+    c[:6, Coeff.JAW_OPEN:Coeff.LIP_PRESS + 1] = torch.tensor([[1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [0, 1, 0, 0, 0],
+                                                             [1, 1, 1, 1, 0], [0, 0, 0, 1, 0], [0, 0, 0, 1, 1]],
+                                                            dtype=torch.float32)  # ... a closed smile, pressed
     with torch.no_grad():
         targets = torch.cat([module.landmarks(c), module._frame_targets(c)], 1).numpy()
     before = area(src)

@@ -95,3 +95,41 @@ def test_head_pose_moves_the_face_a_little(presenter):
     assert 1.0 < nose_shift < 15.0
     # The image border stays where it was.
     np.testing.assert_allclose(still[:4].astype(int), turned[:4].astype(int), atol=2)
+
+
+def test_a_closed_mouths_spread_is_a_small_smile_that_opens_nothing(presenter) -> None:
+    """LIP_SPREAD on a closed mouth (a listener's smile): the corners go up and out, further than the spread of an
+    open mouth (speech) takes them; no mouth interior is drawn and no triangle of the mesh turns over."""
+    import torch
+    from scipy.spatial import Delaunay
+
+    r = presenter.module
+    c = torch.zeros(4, N_COEFFS)
+    c[1:, Coeff.LIP_SPREAD] = torch.tensor([0.6, 0.9, 0.9])
+    c[3, Coeff.JAW_OPEN] = 0.5  # an open mouth's spread (speech): no smile lift
+    with torch.inference_mode():
+        full = r.landmarks(c)
+        frames = torch.zeros(4, 3, r.size, r.size)
+        r.mouth_interior(frames, full, r.landmarks(c, mouth_scale=0.0), r.landmarks(c, jaw_only=True), c)
+        w = r._mouth_weights(c)
+        spread_only = full - w[:, -1, None, None] * r.bases[-1]  # without the smile lift (no head pose here)
+    assert float(w[3, -1]) == 0 and float(w[2, -1]) > 0.8
+    face_h = r.face_h
+    for corner in (lm.MOUTH_LEFT, lm.MOUTH_RIGHT):
+        rise = (full[0, corner, 1] - full[:, corner, 1]) / face_h  # up, in face heights
+        out = (full[:, corner, 0] - full[0, corner, 0]).abs() / face_h
+        assert rise[2] > 0.02 and out[2] > 0.015  # corners up and out: a smile
+        assert rise[2] > 1.5 * (full[0, corner, 1] - spread_only[2, corner, 1]) / face_h  # more than spread alone
+    assert float(frames[:3].abs().max()) == 0  # closed: no teeth, no cavity drawn
+    src = torch.cat([r.lm_src[:, :2], r.frame_src]).numpy()
+    tri = Delaunay(src).simplices
+
+    def area(p: np.ndarray) -> np.ndarray:
+        a, b, d = p[tri[:, 0]], p[tri[:, 1]], p[tri[:, 2]]
+        return (b[:, 0] - a[:, 0]) * (d[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (d[:, 0] - a[:, 0])
+
+    with torch.inference_mode():
+        targets = torch.cat([full, r._frame_targets(c)], 1).numpy()
+    rest = area(targets[0])
+    for k in (1, 2):
+        assert not np.any((np.sign(area(targets[k])) != np.sign(rest)) & (np.abs(rest) > 0.1))  # no fold, no tear
