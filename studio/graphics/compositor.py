@@ -9,6 +9,7 @@ frames come as N x 3 x p x p (no matte: the framed photo) or N x 4 x p x p (RGB 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -23,6 +24,18 @@ from studio.graphics.sets import VideoSet, builtin_set, colour_set, desk_layer, 
 log = logging.getLogger(__name__)
 
 TICKER_PX_S_PER_WIDTH = 0.11  # the crawl's speed: 11 % of the canvas width per second
+CLOCK_AHEAD_S = 20.0  # the next minute's clock is drawn this long before it shows
+
+
+@dataclass
+class _Drawn:
+    """One selection's pictures on the host, before they go to the device."""
+
+    static: np.ndarray  # H x W x 3 uint8
+    behind: np.ndarray  # B x p x p x 3 float
+    front: list  # per box: p x p x 4 float (premultiplied RGB, alpha)
+    strip: np.ndarray | None
+    transition: str
 
 
 @dataclass
@@ -46,6 +59,9 @@ class ProgramCompositor:
         self._key: tuple | None = None
         self._video: VideoSet | None = None
         self._pending: CanvasStyle | None = None
+        self._ahead: dict[tuple, tuple[int, _Drawn]] = {}  # drawn on the drawing thread: (generation, pictures)
+        self._drawing: threading.Thread | None = None
+        self._generation = 0  # a new format or look: what was drawn ahead for the old one is not used
         self.framed = False  # True: the presenter is shown as a framed photo (no matte, or a poor one)
 
     # -- set-up ----------------------------------------------------------------------------------------------------
@@ -99,6 +115,8 @@ class ProgramCompositor:
         self._row = None
         self._seg_slot = 0
         self._states.clear()
+        self._ahead.clear()
+        self._generation += 1
         self._key = None
 
     @staticmethod
@@ -114,7 +132,17 @@ class ProgramCompositor:
         got = self._states.get(key)
         if got is not None:
             return got
-        st, geo = self.style, self.geo
+        ahead = self._ahead.pop(key, None)
+        drawn = ahead[1] if ahead is not None and ahead[0] == self._generation else None
+        got = self._upload(drawn or self._draw(self.style, title, g, clock_text))
+        if len(self._states) > 16:
+            self._states.clear()
+        self._states[key] = got
+        return got
+
+    def _draw(self, st: CanvasStyle, title: str, g: Graphics, clock_text: str) -> _Drawn:
+        """A selection's pictures on the host (numpy only, so that it may run on the drawing thread)."""
+        geo = self.geo
         p, y0 = self.fmt.presenter_px, self.y0
         behind = self._base.copy()
         box = layers.shoulder_box(geo, g, self.cx, st.accent_rgb)
@@ -133,20 +161,45 @@ class ProgramCompositor:
             front = np.concatenate([front[..., :3] + (1 - a) * d[..., :3] * d[..., 3:],
                                     a + (1 - a) * d[..., 3:]], -1)
         static = behind * (1 - front[..., 3:]) + front[..., :3]
-        dev = self.device
-        fronts = [self._front_runs(front[y0:y0 + p, x:x + p]) for x in self.boxes]
         strip = None
         if g.ticker:
             strip = np.ascontiguousarray(layers.ticker_strip(geo, g.ticker, st.accent_rgb))
-        got = _State(
-            static=torch.from_numpy((static + 0.5).clip(0, 255).astype(np.uint8)).to(dev),
-            behind=torch.from_numpy(np.ascontiguousarray(np.stack([behind[y0:y0 + p, x:x + p] for x in self.boxes])
-                                                         + 0.5)).permute(0, 3, 1, 2).to(dev).contiguous(),
-            front=fronts, strip=strip, transition=g.transition or "cut")
-        if len(self._states) > 16:
-            self._states.clear()
-        self._states[key] = got
-        return got
+        return _Drawn(static=(static + 0.5).clip(0, 255).astype(np.uint8),
+                      behind=np.ascontiguousarray(np.stack([behind[y0:y0 + p, x:x + p] for x in self.boxes]) + 0.5),
+                      front=[front[y0:y0 + p, x:x + p] for x in self.boxes], strip=strip,
+                      transition=g.transition or "cut")
+
+    def _upload(self, d: _Drawn) -> _State:
+        dev = self.device
+        return _State(static=torch.from_numpy(d.static).to(dev),
+                      behind=torch.from_numpy(d.behind).permute(0, 3, 1, 2).to(dev).contiguous(),
+                      front=[self._front_runs(f) for f in d.front], strip=d.strip, transition=d.transition)
+
+    def _draw_ahead(self, title: str, row: int, g: Graphics) -> None:
+        """Shortly before the minute turns, draw the next minute's clock on a thread of its own, so that the chunk
+        that shows it only uploads it (drawn on the chunk, it made a CPU's live frames late)."""
+        now = time.time()
+        left = 60.0 - now % 60.0
+        if left > CLOCK_AHEAD_S or (self._drawing is not None and self._drawing.is_alive()):
+            return
+        clock_text = time.strftime("%H:%M", time.localtime(now + left + 0.5))
+        key = (title, row, clock_text)
+        if key in self._states or key in self._ahead:
+            return
+        style, generation = self.style, self._generation
+
+        def work() -> None:
+            try:
+                drawn = self._draw(style, title, g, clock_text)
+            except Exception:  # drawn on the chunk instead, where an error is the chunk's
+                log.exception("drawing the next minute's graphics failed")
+                return
+            if len(self._ahead) > 4:
+                self._ahead.clear()
+            self._ahead[key] = (generation, drawn)
+
+        self._drawing = threading.Thread(target=work, name="graphics-ahead", daemon=True)
+        self._drawing.start()
 
     def _front_runs(self, front_box: np.ndarray) -> list:
         """The front layer over one presenter's box as runs of rows (only the columns each covers)."""
@@ -183,12 +236,16 @@ class ProgramCompositor:
             self._pending = None
             self.style = pending
             self._states.clear()
+            self._ahead.clear()
+            self._generation += 1
             self._key = None
         st = self.style
         g = st.graphics_for(row)
-        clock_text = time.strftime("%H:%M") if g.clock else ""
+        clock_text = time.strftime("%H:%M", time.localtime(time.time())) if g.clock else ""
         key = (title, row, clock_text)
         state = self._state(key, title, g, clock_text)
+        if g.clock:
+            self._draw_ahead(title, row, g)
         s = np.arange(1) if slots is None or not len(slots) else np.asarray(slots)
         n = len(s)
         self._ensure(n)

@@ -191,6 +191,40 @@ def test_the_canvas_sets_a_cut_out_presenter_over_the_set() -> None:
     assert a[0, 5, 5].tolist() == [0, 0, 255]  # the plain colour, exactly
 
 
+def test_the_next_minutes_clock_is_drawn_ahead_and_only_uploaded_when_it_shows(monkeypatch) -> None:
+    import time as _time
+
+    from studio.graphics import compositor
+    from studio.graphics.look import CanvasStyle, Graphics
+
+    c = _canvas(CanvasStyle(background_rgb=(10, 10, 10), graphics=Graphics(clock=True, ticker=("One line",))),
+                p=96, w=256, h=144)
+    drawn = []
+    real_draw = c._draw
+    monkeypatch.setattr(c, "_draw", lambda *a: drawn.append(a[3]) or real_draw(*a))
+    minute = (_time.time() // 3600 + 1) * 3600  # a coming hour's first second: HH:00:00
+    clock = {"now": minute - 40.0}  # 40 s before: too early to draw ahead
+    monkeypatch.setattr(compositor.time, "time", lambda: clock["now"])
+    text = lambda t: _time.strftime("%H:%M", _time.localtime(t))  # noqa: E731
+    c.select("", -1, np.arange(1))
+    assert drawn == [text(minute - 40.0)] and c._drawing is None
+    clock["now"] = minute - 5.0  # inside the window: the next minute is drawn on the drawing thread
+    c.select("", -1, np.arange(1))
+    c._drawing.join(10)
+    assert drawn == [text(minute - 40.0), text(minute)] and c._drawing.name == "graphics-ahead"
+    clock["now"] = minute + 0.2  # it shows: uploaded, not drawn again
+    c.select("", -1, np.arange(1))
+    assert drawn == [text(minute - 40.0), text(minute)] and c._key[2] == text(minute)
+    c.restyle(CanvasStyle(background_rgb=(10, 10, 10), graphics=Graphics(clock=True)))
+    clock["now"] = minute + 55.0  # drawn ahead for the old look, then a new look: the new one is drawn
+    c.select("", -1, np.arange(1))
+    c._drawing.join(10)
+    c.restyle(CanvasStyle(background_rgb=(20, 20, 20), graphics=Graphics(clock=True)))
+    clock["now"] = minute + 60.5
+    c.select("", -1, np.arange(1))
+    assert drawn[-1] == text(minute + 60.5) and drawn.count(text(minute + 60.5)) == 2
+
+
 def test_the_canvas_crawls_the_ticker_and_shows_the_segment_graphics() -> None:
     from studio.graphics.look import CanvasStyle, Graphics
 
