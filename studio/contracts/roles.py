@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from studio.contracts.chunk import Chunk
-from studio.contracts.formats import ProgramFormat
+from studio.contracts.formats import OnAir, ProgramFormat
 
 if TYPE_CHECKING:
     import torch
@@ -50,6 +50,11 @@ class Source(abc.ABC):
     def progress(self) -> float:
         """0..1 of a finite program produced so far; nan for an endless one."""
         return float("nan")
+
+    def on_air_states(self) -> tuple[OnAir, ...]:
+        """What the run's chunks will have on air, as far as the source knows before it starts: a driver has the
+        post stage draw their graphics then, not on the chunk that first shows them."""
+        return (OnAir(),)
 
 
 class MotionSource(abc.ABC):

@@ -195,7 +195,10 @@ class Core:
 
     def warm(self) -> None:
         """Open the generator forms the current flags (and the baseline variants) need, so that no run pays for a
-        model's set-up or a CUDA graph capture inside its timed frames."""
+        model's set-up or a CUDA graph capture inside its timed frames; draw the set and graphics of what the source
+        will have on air (drawn on the chunk that first shows them, they made a CPU's live frames late)."""
+        for on_air in self.source.on_air_states():
+            self.post.prepare(on_air)
         opts = self.optimizations
         forms = {(O.PYRAMIDAL in opts, O.CUDA_GRAPHS in opts)}
         if self.s.measure_baseline:

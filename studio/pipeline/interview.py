@@ -185,6 +185,9 @@ class InterviewSource(Source):
     def _sample(self, slot: int, rate: int) -> int:
         return int(round(slot * rate / self.fmt.fps))
 
+    def on_air_states(self) -> tuple[OnAir, ...]:
+        return tuple(OnAir(title=self.title, row=who, speaker=who) for who in (HOST, GUEST))
+
     def next_chunk(self, pace: Pacing) -> Chunk | None:
         chunk = self.mic.next_chunk(pace)
         if chunk is None:
@@ -354,6 +357,7 @@ class TurnSpeaker:
         self.turns = turns
         self.voice = voice
         self.error = ""
+        self._next = 0  # the first turn not spoken yet
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="interview-speech", daemon=True)
 
@@ -364,22 +368,43 @@ class TurnSpeaker:
         self._stop.set()
         self._thread.join(timeout=30)
 
-    def _run(self) -> None:
+    def speak_ahead(self, count: int | None = None, progress=None) -> None:
+        """Speak the next ``count`` turns (None: all) now, on the calling thread, before the programme starts: speech
+        made beside a CPU's frames made them late (on two cores even at the lowest priority). ``start`` then speaks
+        the others, one ahead of the one on air. ``progress(done, total)`` after each."""
+        todo = self.turns[self._next:] if count is None else self.turns[self._next:self._next + count]
+        for i, text in enumerate(todo):
+            if self.error or not self._speak(text):
+                return
+            self._next += 1
+            if progress is not None:
+                progress(i + 1, len(todo))
+
+    def _speak(self, text: str) -> bool:
+        """Speak one turn and hand it to the source; False (and ``error``) when it cannot be spoken."""
         from studio.errors import StudioError
         from studio.pipeline.sources import item_from_utterance
-        from studio.pipeline.threads import lower_thread_priority
         from studio.speech import SpeechSettings, synthesize
 
+        try:
+            utt = synthesize(text, self.voice, SpeechSettings(onnx_threads=1))
+        except StudioError as exc:
+            self.error = str(exc)
+            log.warning("a host turn could not be spoken: %s", exc)
+            return False
+        self.source.add_turn(item_from_utterance(utt, OnAir(title=self.source.title, row=HOST, speaker=HOST)))
+        return True
+
+    def _run(self) -> None:
+        from studio.pipeline.threads import lower_thread_priority
+
         lower_thread_priority()  # the frames first: a turn is spoken well before it is due
-        for text in self.turns:
+        if self.error:
+            return
+        for text in self.turns[self._next:]:
             if self._stop.is_set():
                 return
             while self.source.waiting() >= 1 and not self._stop.wait(0.05):
                 pass  # one turn ahead of the one on air
-            try:
-                utt = synthesize(text, self.voice, SpeechSettings(onnx_threads=1))
-            except StudioError as exc:
-                self.error = str(exc)
-                log.warning("a host turn could not be spoken: %s", exc)
+            if self._stop.is_set() or not self._speak(text):
                 return
-            self.source.add_turn(item_from_utterance(utt, OnAir(title=self.source.title, row=HOST, speaker=HOST)))

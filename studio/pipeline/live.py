@@ -19,7 +19,6 @@ from pathlib import Path
 
 from studio.audio.capture import CaptureStatus, MicCapture
 from studio.audio.settings import AudioEngine, CaptureSettings
-from studio.contracts import OnAir
 from studio.errors import AudioDeviceError, StudioError
 from studio.pipeline.settings import CoreSettings, Optimization
 
@@ -125,8 +124,10 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
             outputs.append(recorder)
         outputs += list(streams)
         core = make_core(source, motion, settings, anchor, outputs, bus_source="live", canvas_style=canvas_style)
-        # the set and the graphics drawn now: drawn on the first chunk, they made the next ones late (dropped)
-        core.post.prepare(OnAir())
+        core.warm()  # the forms the run needs, and the set and graphics of what it will have on air
+        if speaker is not None:  # the script is known: all of it is spoken before the guest's microphone opens
+            say(f"live: speaking the host's {len(speaker.turns)} turn(s)")
+            speaker.speak_ahead(None if settings.device == "cpu" else 1)
         if recorder is not None:  # a recording that cannot start is the command's error, not a warning
             try:
                 recorder.open(core.fmt)
