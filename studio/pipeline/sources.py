@@ -11,8 +11,10 @@
   offset``); slot ``k`` shows session time ``k / fps`` and falls due once the ring holds ``lead`` of audio after it
   (the motion source's look-ahead, ``Pacing.lead_s``). Every ring sample is read once: the program audio is the
   ring's own (the ring runs at the program's rate), the analysis audio one downsampling of it, and each chunk carries
-  the analysis audio heard since the previous one (``Chunk.fresh``) for the motion source. Only the
-  newest due slots are produced (older ones are dropped and counted). When no audio arrives for ``stall_ms`` (device
+  the analysis audio heard since the previous one (``Chunk.fresh``) for the motion source. A loop one slot
+  behind (a chunk that took a little longer than a frame) catches up: the next chunk takes that slot too, once (the
+  chunk after a catch-up does not catch up again, so a loop that is too slow cannot fall further and further
+  behind); otherwise only the newest due slots are produced (older ones are dropped and counted). When no audio arrives for ``stall_ms`` (device
   lost, not started yet) session time runs on the wall clock as silence, so the presenter keeps idling and a
   recording keeps picture and sound aligned; the slots that silence covers at once are produced in order (a stalled
   device is not the loop falling behind, and drops nothing).
@@ -368,8 +370,10 @@ class MicSource(Source):
     just_in_time = True
 
     def __init__(self, capture, lead_s: float = 0.04, stall_ms: float = 250.0,
-                 present_delay_s: float = 0.0) -> None:
+                 present_delay_s: float = 0.0, catch_up: bool = True) -> None:
         self.capture = capture
+        self.catch_up = catch_up
+        self._caught_up = False  # the last chunk took a slot more than asked for
         self.ring = capture.ring
         self.rate_hz = self.ring.sample_rate_hz
         self._to_program = _Rate(self.rate_hz, PROGRAM_RATE_HZ)
@@ -388,6 +392,7 @@ class MicSource(Source):
         # The slots that pass before this run's first chunk (the motion model and the generator getting ready, a core
         # restart) were never due to it: the first chunk skips them without counting them as dropped.
         self._fresh_run = True
+        self._caught_up = False
         if self._started:
             return
         self._started = True
@@ -465,8 +470,13 @@ class MicSource(Source):
         if self.next_k <= self._backfill_k and not self._fresh_run:
             first = self.next_k  # produced in order, up to n at a time, until the loop has caught up
             k = min(k, first + n - 1)
+            self._caught_up = False
         else:
             first = max(self.next_k, k - n + 1)
+            late = first - self.next_k
+            self._caught_up = late == 1 and self.catch_up and not self._caught_up and not self._fresh_run
+            if self._caught_up:
+                first = self.next_k
         skipped = 0 if self._fresh_run else first - self.next_k
         if skipped:
             log.info("microphone: %d slot(s) skipped before slot %d (up to %d a chunk; %.0f ms of audio past it)",

@@ -88,6 +88,30 @@ def test_only_the_newest_due_slots_are_produced_and_the_rest_counted_as_dropped(
     assert c.slots.tolist() == list(range(last - 3, last + 1)) and c.skipped == last - 3 - (newest + 2)
 
 
+def test_a_loop_one_slot_behind_catches_up_once_then_drops() -> None:
+    src, cap = _mic()
+    cap.ring.write(np.zeros(RATE // 2, np.float32))
+    a = int(src.next_chunk(_pace(1)).slots[0])
+    cap.ring.write(np.zeros(2 * SPF, np.float32))  # two slots came due while the loop made one frame
+    b = src.next_chunk(_pace(1))
+    assert b.slots.tolist() == [a + 1, a + 2] and b.skipped == 0  # caught up: both made, nothing dropped
+    cap.ring.write(np.zeros(2 * SPF, np.float32))  # behind again at once: no second catch-up in a row
+    c = src.next_chunk(_pace(1))
+    assert c.slots.tolist() == [a + 4] and c.skipped == 1
+    cap.ring.write(np.zeros(3 * SPF, np.float32))  # two slots behind: dropped, not caught up
+    d = src.next_chunk(_pace(1))
+    assert d.slots.tolist() == [a + 7] and d.skipped == 2
+    cap.ring.write(np.zeros(2 * SPF, np.float32))
+    assert src.next_chunk(_pace(1)).slots.tolist() == [a + 8, a + 9]  # one behind after a chunk in time: caught up
+    quiet, cap2 = _mic()
+    quiet.catch_up = False
+    cap2.ring.write(np.zeros(RATE // 2, np.float32))
+    first = int(quiet.next_chunk(_pace(1)).slots[0])
+    cap2.ring.write(np.zeros(2 * SPF, np.float32))
+    e = quiet.next_chunk(_pace(1))
+    assert e.slots.tolist() == [first + 2] and e.skipped == 1
+
+
 def test_microphone_audio_is_contiguous_across_chunks_and_over_skipped_slots() -> None:
     src, cap = _mic()
     x = np.random.default_rng(1).uniform(-0.5, 0.5, 2 * RATE).astype(np.float32)
