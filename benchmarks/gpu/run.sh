@@ -3,7 +3,7 @@
 # From the repository root, after benchmarks/gpu/make_bundles.sh has made .gpu_home and .whl on a CPU machine
 # (the GPU machine needs neither network nor TTS; carry both folders):
 #
-#     bash benchmarks/gpu/run.sh [core|dit|dit-row|firstframe|startup|tests|picture]
+#     bash benchmarks/gpu/run.sh [core|dit|dit-row|firstframe|startup|tests|tests-engines|picture]
 #
 #   core (default)  the optimizations ablation at 1920x1080, 60 fps (`main.py bench --device cuda`), RGB -> NV12 on
 #                   the GPU against the CPU (`studio.encode.check nv12`), the leaderboard of the engines that fit in
@@ -18,7 +18,9 @@
 #   startup         `render --device cuda --canvas 1080p --fps 60` of a 10-s clip (the bench program's audio), twice
 #                   on a fresh copy of the data folder (no TorchInductor cache): the first run compiles and fills the
 #                   cache, the second loads it; each prints its stage seconds and its time to the first frame
-#   tests           the GPU tests (`python3 -m pytest tests/gpu`), the engines' file in a step of its own
+#   tests           the GPU tests (`python3 -m pytest tests/gpu`) but the engines' file: the quick files, then the
+#                   compile tests
+#   tests-engines   the engines' GPU tests (tests/gpu/test_generators_cuda.py: the twins, the Wan DiT's compile)
 #   picture         the canvas at 1080p60 with the matte, the news set and the graphics against the framed photo on a
 #                   plain set (benchmarks/matte_graphics_cost.py: wall and GPU ms a frame)
 # Writes JSON (and PNG charts) under $OUT, or benchmarks/gpu/out when OUT is unset, and prints a summary.
@@ -64,11 +66,13 @@ case $SUITE in
   dit)
     step dit_parts 560 python3 benchmarks/gpu/dit_parts.py --program $PROGRAM --json "$O/dit_parts.json" ;;
   tests)
-    # the engines' tests last and in their own step (their compiles take most of the call): a timeout there still
-    # leaves the others' verdicts and tracebacks
+    # the quick files first, then the compile tests (about 30 s each): a timeout there still leaves the others'
+    # verdicts and tracebacks; the engines' file is a call of its own (tests-engines)
     T="python3 -m pytest -v --tb=short -rfE -p no:cacheprovider"
-    step tests_gpu 240 $T $(ls tests/gpu/test_*.py | grep -v generators)
-    step tests_gpu_engines 400 $T tests/gpu/test_generators_cuda.py ;;
+    step tests_gpu 200 $T $(ls tests/gpu/test_*.py | grep -v -e generators -e compile)
+    step tests_gpu_compile 360 $T tests/gpu/test_compile_cuda.py ;;
+  tests-engines)
+    step tests_gpu_engines 560 python3 -m pytest -v --tb=short -rfE -p no:cacheprovider tests/gpu/test_generators_cuda.py ;;
   picture)
     step matte_graphics_1080p60 200 python3 benchmarks/matte_graphics_cost.py --device cuda --canvas 1080 --fps 60 \
       --json "$O/matte_graphics_cost.json" ;;

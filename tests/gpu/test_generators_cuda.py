@@ -4,6 +4,7 @@ DiT runs one forward at 288, 512 and 1024 px within the device's memory, and the
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import pytest
 import torch
@@ -104,11 +105,23 @@ def test_audio_encoders_on_the_gpu(name):
     assert f.shape == (75, *enc.spec.shape_per_frame) and np.isfinite(f).all()
 
 
-@pytest.mark.parametrize("name,size,batch", [("wav2lip", 256, 4), ("musetalk-1.5", 256, 4), ("liveportrait", 512, 4),
-                                             ("wan2.1-1.3b", 288, 81)])
-def test_cuda_graphs_match_eager(name, size, batch):
+@pytest.mark.parametrize("name,size,batch,compiled", [
+    ("wav2lip", 256, 4, False), ("musetalk-1.5", 256, 4, False), ("liveportrait", 512, 4, False),
+    ("wan2.1-1.3b", 288, 81, False), ("wan2.1-1.3b", 288, 81, True)],
+    ids=["wav2lip", "musetalk-1.5", "liveportrait", "wan2.1-1.3b", "wan2.1-1.3b-compiled"])
+def test_cuda_graphs_match_eager(name, size, batch, compiled):
+    """A CUDA graph replays what eager computes (within bf16 rounding: max 2 of 255). An engine that also compiles
+    its target inside the graph (``compiled_targets``: the Wan DiT, by TorchInductor) runs other kernels, whose bf16
+    rounding a 30-block random-weight DiT amplifies: that form is held to what the compile panel holds a bf16 engine
+    to (``MIN_PSNR_DB``), and the graph itself is checked uncompiled."""
+    from studio.compile.settings import MIN_PSNR_DB
+
     eager = GENERATORS.create(name)
     graphed = GENERATORS.create(name)
+    if not compiled:
+        graphed.compiled_targets = frozenset()
+    elif not graphed.compiled_targets:
+        pytest.skip(f"{name} compiles nothing inside its graphs")
     for gen, graphs in ((eager, False), (graphed, True)):
         gen.open(bench_anchor(), GeneratorSettings(device="cuda", size_px=size, precision="bf16", batch_frames=batch,
                                                    cuda_graphs=graphs))
@@ -125,9 +138,14 @@ def test_cuda_graphs_match_eager(name, size, batch):
     b = graphed.generate(coeffs, feats)
     assert a.shape == b.shape
     diff = (a.float() - b.float()).abs()
-    print(f"{name} {size}px batch {batch}: graphed vs eager max {float(diff.max()):.3f}, "
-          f"mean {float(diff.mean()):.4f} (0..255)")
-    assert float(diff.max()) < 2.0
+    mse = float((diff ** 2).mean())
+    psnr = float("inf") if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
+    print(f"{name} {size}px batch {batch}{' compiled' if compiled else ''}: graphed vs eager max "
+          f"{float(diff.max()):.3f}, mean {float(diff.mean()):.4f} (0..255), PSNR {psnr:.1f} dB")
+    if compiled:
+        assert psnr >= MIN_PSNR_DB["bf16"] and torch.isfinite(b.float()).all()
+    else:
+        assert float(diff.max()) < 2.0
 
 
 @pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
