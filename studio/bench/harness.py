@@ -219,7 +219,7 @@ def run_config(anchor, program: list[BenchItem], b: BenchSettings, opts: frozens
         report = core.run(stop)
     finally:
         if not keep_core:
-            core.pool.close()
+            core.close()
     out.close()
     if keep_core:
         return report, motion.stats(), core

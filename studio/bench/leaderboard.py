@@ -394,7 +394,7 @@ def _measure(anchor, program, probe, b, all_opts, tmp, cuda: bool, budget: Leade
             feats = core.features.stats() if core.features is not None else None
             g = next(iter(core.pool.forms().values()))  # a form the run opened (never open another just to ask)
             runs["twin"], runs["precision"] = g.twin, g.precision_label
-            core.pool.close()
+            core.close()
             del core, g
             _release(cuda)
             done["runs"] += 1

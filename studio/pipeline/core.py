@@ -34,6 +34,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -120,8 +121,11 @@ class Core:
         # a flag the generator cannot run with this anchor is off, and says so (``unavailable``)
         self._opts = settings.optimizations - ({O.CUDA_GRAPHS} if generators.graphs_off else set())
         self._opts_lock = threading.Lock()
+        # a weak way back to the core: held strongly, it made every core a cycle that only the cycle collector frees,
+        # and that rarely runs in a process of millions of objects (a core failing on each start piled up gigabytes)
+        channels = weakref.WeakMethod(self._frame_channels)
         self.post = PostStage(self.fmt, self.device, settings, generators.info.warp_field, canvas_style,
-                              frame_channels=self._frame_channels)
+                              frame_channels=lambda: channels()())
         self.gen_stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.post_stream = torch.cuda.Stream(self.device) if self.cuda else None
         # state carried from chunk to chunk
@@ -187,6 +191,13 @@ class Core:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def close(self) -> None:
+        """Let go of what this core opened, once its run has returned: the generator forms, the post stage's canvas
+        (a set video's decoder), upscalers, RIFE and buffers. The source, the motion and the outputs are its owner's.
+        A closed core is not run again."""
+        self.pool.close()
+        self.post.close()
 
     def _frame_channels(self) -> int:
         """Channels of the frames the current flags' generator form makes (4: RGB and the warped matte)."""
@@ -648,7 +659,11 @@ class Core:
         for t in threads:
             t.join()
         if errors:
-            raise errors[0]
+            err, errors[:] = errors[0], []  # the list is in the error's frames: kept, the two would hold each other
+            try:
+                raise err
+            finally:
+                del err  # this frame is in its traceback too
 
 
 class _nullctx:

@@ -165,11 +165,11 @@ def measure_format(settings: CoreSettings, anchor, seconds: float = 1.6) -> floa
                      programme_motion(s.cast_size, DEFAULT_AUDIO_ENGINE, s.seed), s, anchor, [DiscardOutput()],
                      on_air=False)
     warm.run()
-    warm.pool.close()
+    warm.close()
     core = make_core(ProgramSource([item]), programme_motion(s.cast_size, DEFAULT_AUDIO_ENGINE, s.seed), s, anchor,
                      [DiscardOutput()], on_air=False)
     try:
         rep = core.run()
     finally:
-        core.pool.close()
+        core.close()
     return rep.ms_per_frame

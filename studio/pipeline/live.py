@@ -132,7 +132,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
             try:
                 recorder.open(core.fmt)
             except BaseException:
-                core.pool.close()
+                core.close()
                 raise
             recorder.opened = True  # the core leaves it as it is
     except BaseException:
@@ -201,7 +201,7 @@ def run_live(settings: CoreSettings, seconds: float, out: Path | None = None, in
             raise failure_line(recorder, exc) from exc
     if errors:
         raise errors[0]
-    core.pool.close()
+    core.close()
     rep = core._last_report
     summary = LiveSummary(
         elapsed_s=elapsed, frames=rep.frames_produced, dropped=rep.frames_dropped,

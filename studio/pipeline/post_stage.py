@@ -43,6 +43,21 @@ class PostStage:
         self._pinned_bufs: dict = {}
         self.frames_interpolated = 0  # in-betweens made by RIFE
 
+    def close(self) -> None:
+        """Close the canvas (a set video's decoder) and the upscalers; let go of RIFE, the post graphs and the pinned
+        buffers."""
+        with self._canvas_lock:
+            if self._canvas is not None:
+                self._canvas.close()
+                self._canvas = None
+        for up in self._upscalers.values():
+            up.close()
+        self._upscalers.clear()
+        self.flow = None
+        self._post_graphs.clear()
+        self._pinned_bufs.clear()
+        self._graph_stream = self._graph_pool = None
+
     def warm(self, sizes: list[int], want_yuv: bool, flow: bool) -> None:
         """Capture the CUDA graphs a run at these generated ``sizes`` needs: the canvas and conversion, SPAN's and
         RIFE's graphs for each batch size."""

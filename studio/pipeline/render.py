@@ -193,7 +193,7 @@ class _Prepared:
         self.recorder.abort()
         for st in req.streams:
             st.close()
-        self.core.pool.close()
+        self.core.close()
 
 
 def _prepare(req: RenderRequest, anchor, source, motion, on_air: OnAir, stage: dict) -> _Prepared:
@@ -298,12 +298,12 @@ def _drive(req: RenderRequest, prepared: _Prepared, source, feed, warnings: tupl
         recorder.abort()
         for st in req.streams:
             st.close()
-        core.pool.close()
+        core.close()
         raise
     stage["render"] = time.perf_counter() - t0
     cpu["render"] = time.process_time() - c0
     report = core._last_report
-    core.pool.close()
+    core.close()
     n = source.total_slots
     if req.timings_path is not None and feed is not None:
         feed.write_timings(req.timings_path, n / s.fps)
@@ -336,7 +336,7 @@ def _open_outputs(core, outputs) -> None:
                 out.abort() if hasattr(out, "abort") else out.close()
             except StudioError as exc:
                 log.info("closing %s after a failed start: %s", out.name, exc)
-        core.pool.close()
+        core.close()
         raise
 
 

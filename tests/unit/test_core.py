@@ -67,7 +67,7 @@ def _run(anchor, opts, size: int = 96, engine: AudioEngine = AudioEngine.POCKETS
         rep = core.run()
         forms = set(core.pool.forms())  # the generator forms the run asked for: (pyramidal, CUDA graphs)
     finally:
-        core.pool.close()
+        core.close()
     return rep, out, forms, motion
 
 
@@ -208,7 +208,7 @@ def test_the_core_makes_a_720p_canvas_with_the_segment_title(default_anchor) -> 
     try:
         rep = core.run()
     finally:
-        core.pool.close()
+        core.close()
     frames = out.frames()
     assert rep.frames_produced == 4 and frames.shape == (4, 720, 1280, 3)
     assert core.fmt.presenter_px == 720 and core.fmt.layout is Layout.CANVAS
@@ -245,7 +245,7 @@ def test_set_optimizations_takes_effect_on_the_next_chunk(default_anchor) -> Non
     try:
         rep = core.run()
     finally:
-        core.pool.close()
+        core.close()
     assert motion.seen[:2] == [frozenset()] * 2
     assert motion.seen[2:] == [frozenset({O.FRAME_INTERPOLATION})] * (len(motion.seen) - 2)
     assert rep.frames_interpolated > 0 and rep.frames_produced == N_FRAMES
@@ -273,10 +273,44 @@ def test_a_failing_output_is_taken_out_of_the_program_and_reported(default_ancho
     try:
         rep = core.run()
     finally:
-        core.pool.close()
+        core.close()
     assert rep.stop_reason == "end of program" and good.slots() == list(range(N_FRAMES))  # the program went on
     assert bad.writes == 3 and core.outputs() == [good]
     assert core.failed_outputs == [(bad, "The disk is full: free some space.")]
+
+
+@pytest.mark.parametrize("opts", [(), (O.ASYNC_PIPELINE,)], ids=["one-thread", "async"])
+def test_a_failed_core_is_freed_without_the_cycle_collector(default_anchor, tmp_path, opts) -> None:
+    """The canvas's logo went missing: the first chunk fails in the post stage. Closed and dropped, the failed core is
+    freed at once by reference counting. A core in a reference cycle waits for the cycle collector, which in a
+    process of millions of objects runs rarely: a core failing on each restart piled up its engines and buffers."""
+    import gc
+    import weakref
+
+    from studio.graphics.look import CanvasStyle, Graphics
+    from studio.pipeline.factory import make_core
+    from studio.pipeline.motion import ProgramMotion
+    from studio.pipeline.sources import ProgramSource
+
+    s = CoreSettings(size_px=96, fps=FPS, layout=Layout.CANVAS, canvas_height_px=144, optimizations=frozenset(opts))
+    style = CanvasStyle(graphics=Graphics(name="Eileen Collins", logo=str(tmp_path / "gone.png")))
+    core = make_core(ProgramSource(_items()), ProgramMotion(audio_engine=AudioEngine.POCKETSPHINX), s,
+                     default_anchor, [Collect()], canvas_style=style)
+    gc.collect()
+    gc.disable()
+    try:
+        said = ""
+        try:
+            core.run()
+        except InputError as exc:
+            said = str(exc)
+        core.close()
+        freed = weakref.ref(core)
+        del core
+        assert freed() is None
+    finally:
+        gc.enable()
+    assert "channel logo" in said
 
 
 def test_the_core_publishes_each_chunk_on_the_bus(default_anchor) -> None:
@@ -295,7 +329,7 @@ def test_the_core_publishes_each_chunk_on_the_bus(default_anchor) -> None:
     try:
         rep = core.run()
     finally:
-        core.pool.close()
+        core.close()
     last = bus.latest("test")
     assert bus.published == 4  # 4 chunks of 4 frames
     assert last.frames_produced == rep.frames_produced == 16 and last.fps_target == 16.0
@@ -345,7 +379,7 @@ def test_a_just_in_time_source_is_asked_only_when_the_next_stage_is_free(default
     try:
         rep = core.run()
     finally:
-        core.pool.close()
+        core.close()
     assert rep.frames_produced == 16 and out.slots() == list(range(16))
     assert len(depths["motion->generate"]) >= 15 and len(depths["generate->post"]) == 16
     assert set(depths["motion->generate"]) == {0} and set(depths["generate->post"]) == {0}
@@ -376,7 +410,7 @@ def test_the_kv_cache_share_comes_from_the_motion_stages_live_probe(default_anch
         assert kv.reason.startswith("measured live") and "last 100 tokens" in kv.reason
         assert kv.saved_fraction == pytest.approx(1.5 / c.baseline_ms_per_frame)
     finally:
-        core.pool.close()
+        core.close()
 
 
 def test_each_output_is_opened_once_by_the_cores_that_run_it(default_anchor) -> None:
@@ -397,11 +431,11 @@ def test_each_output_is_opened_once_by_the_cores_that_run_it(default_anchor) -> 
         core.add_output(added)
         core.run()
     finally:
-        core.pool.close()
+        core.close()
     again = make_core(ProgramSource(_items()[1:]), ProgramMotion(), s, default_anchor, [first, added])
     try:
         again.run()
     finally:
-        again.pool.close()
+        again.close()
     assert first.opens == added.opens == 1
     assert len(first.slots()) == len(added.slots()) == 2 * 10  # both wrote every frame of both runs

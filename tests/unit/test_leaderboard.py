@@ -91,8 +91,8 @@ def _fake_runs(monkeypatch, base_ms: dict[str, float] | None = None) -> list:
                               silent_frames=0, gpu_mem_peak_mb=0.0, stages={}, wall_s=25 * ms / 1e3,
                               first_frame_s=0.5)
         gen = SimpleNamespace(twin=False, settings=SimpleNamespace(precision="fp32"), precision_label="fp32")
-        core = SimpleNamespace(features=None, pool=SimpleNamespace(forms=lambda: {(False, False): gen},
-                                                                  close=lambda: None))
+        core = SimpleNamespace(features=None, pool=SimpleNamespace(forms=lambda: {(False, False): gen}),
+                               close=lambda: None)
         return (rep, {}, core) if keep_core else (rep, {})
 
     monkeypatch.setattr(harness, "run_config", fake_run_config)
