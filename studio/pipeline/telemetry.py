@@ -25,6 +25,7 @@ class RuntimeState(enum.Enum):
     LIVE = "live"  # speaking a segment
     MICROPHONE = "microphone live"  # the presenter follows the person at the microphone
     PAUSED = "paused"
+    FAILED = "presenter stopped: it kept failing"  # the core failed again after each restart (the last error says why)
     STOPPED = "stopped"  # the run loop has ended
 
     @property

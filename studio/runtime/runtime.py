@@ -260,6 +260,8 @@ class StudioRuntime:
         sup = self.supervisor
         if sup.anchor is None:
             state = RuntimeState.STARTING if self.anchors.loading else RuntimeState.NO_ANCHOR
+        elif sup.restarts.halted:
+            state = RuntimeState.FAILED
         elif sup.mode is PreviewMode.MICROPHONE or (sup.mode is PreviewMode.INTERVIEW and not self.rundown.live):
             state = RuntimeState.MICROPHONE
         elif sup.clock is not None and sup.clock.paused:

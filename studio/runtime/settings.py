@@ -34,4 +34,7 @@ class StudioSettings:
     canvas_background: Path | None = None
     # measure a new picture format on this machine before applying it, and refuse one it cannot keep up with
     check_format_speed: bool = True
-    restart_backoff_s: float = 1.0  # after a core failure, wait this long before restarting it
+    restart_backoff_s: float = 1.0  # after a core failure, wait this long before restarting it (doubled each time)
+    restart_backoff_max_s: float = 30.0  # the longest wait before a restart
+    restart_attempts: int = 5  # restarts in a row; when the last fails too, the core stays stopped (and says so)
+    restart_reset_s: float = 60.0  # a core that ran this long before failing starts the count of failures again

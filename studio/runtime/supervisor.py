@@ -4,8 +4,10 @@ It owns what the core runs on: the anchor (or the rundown's cast, whose anchors 
 script mode shows it), the source and motion of the mode on air (the rundown's program on the program clock, or the
 microphone), the preview and the outputs other rooms attach (the recorder, streams). A new anchor or cast, engine or
 picture format, a mode switch and the async flag restart the core on the same source and outputs;
-the other optimization flags change live. A core that fails is reported and restarted after a back-off. It also
-hands freed heap memory back to the system and assembles the telemetry snapshot.
+the other optimization flags change live. A core that fails is reported, closed (its engines, canvas and buffers let go
+at once) and restarted after a back-off that doubles with each failure in a row; after ``restart_attempts`` restarts
+that failed too it stays stopped and says so (``Restarts``), until the producer changes what it runs on. It also hands
+freed heap memory back to the system and assembles the telemetry snapshot.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import math
 import threading
 import time
+import traceback
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,8 +63,10 @@ class CoreSupervisor:
         self.look: tuple = (None, ())  # the programme's graphics and each rundown row's (set on going live)
         self._thread: threading.Thread | None = None
         self._stop: threading.Event | None = None
-        self._error: BaseException | None = None
+        self._error: str | None = None  # why the core's run failed, as text (``poll`` says why)
         self._restart_at = 0.0
+        self._started_at = 0.0  # time.monotonic() when the core on air started
+        self.restarts = Restarts(settings)
         self._trim_at = time.monotonic() + settings.trim_memory_every_s
 
     def open(self) -> None:
@@ -90,7 +95,9 @@ class CoreSupervisor:
         from studio.graphics.look import Graphics, rows_graphics
 
         self.look = (graphics or Graphics(), rows_graphics(rows, segments))
-        if self.core is not None:  # also a core whose canvas is not open yet (just restarted for a cast)
+        if self.restarts.halted:  # a new look may be the fix (a logo that went missing): try again
+            self.start_core()
+        elif self.core is not None:  # also a core whose canvas is not open yet (just restarted for a cast)
             # an interview's rows are its speakers' straps: there only the programme's look changes
             self.core.post.set_graphics(self.look[0], None if self.mode is PreviewMode.INTERVIEW else self.look[1])
 
@@ -118,12 +125,17 @@ class CoreSupervisor:
             return self.cast, programme_settings(self.core_settings, len(self.cast), self.cast_layout)
         return self.anchor, self.core_settings
 
-    def start_core(self) -> None:
-        """(Re)start the core on the current source, motion, anchor (or cast), settings and outputs."""
+    def start_core(self, restart: bool = False) -> None:
+        """(Re)start the core on the current source, motion, anchor (or cast), settings and outputs. ``restart``: the
+        supervisor's own restart of a failed core; any other start is the producer's change, which gives a core that
+        kept failing its restarts again. StudioError when it cannot start."""
         from studio.pipeline.factory import make_core, usable_here
         from studio.pipeline.post import CanvasStyle
         from studio.pipeline.cast_motion import motion_fits, programme_motion
 
+        if not restart:
+            self.restarts.reset()
+            self._restart_at = 0.0
         if self.anchor is None:
             return
         self.stop_core()
@@ -152,7 +164,11 @@ class CoreSupervisor:
             style = interview_style(style, anchor[0].name, anchor[1].name)
         core = make_core(source, motion, s, anchor, [self.preview, *self._attached], bus=self.bus,
                          canvas_style=style)
-        core.warm()
+        try:
+            core.warm()
+        except BaseException:
+            core.close()
+            raise
         for note in core.pool.engine_notes:  # which compiled engine runs, or why eager
             self.outbox.emit(cmd.Notice(note))
         stop = threading.Event()
@@ -161,10 +177,10 @@ class CoreSupervisor:
             try:
                 core.run(stop)
             except BaseException as exc:  # reported by the control loop, which restarts the core
-                log.exception("the core failed")
-                self._error = exc
+                self._error = _failure_text(exc, "the core failed")
 
         self.core, self._stop, self._error = core, stop, None
+        self._started_at = time.monotonic()
         self._thread = threading.Thread(target=work, name="core", daemon=True)
         self._thread.start()
 
@@ -176,33 +192,39 @@ class CoreSupervisor:
         if self._thread.is_alive():
             log.error("the core did not stop within 30 s")
         core = self.core
-        self._thread = None
+        self._thread = self.core = None
         if core is not None:
-            core.pool.close()
+            core.close()
         self._trim_at = min(self._trim_at, time.monotonic() + 2.0)
 
     def poll(self) -> list:
         """Restart a failed core when its back-off is over; returns the outputs a core that ended had taken out of
-        the program, as (output, why)."""
+        the program, as (output, why).
+
+        A failure is kept as text: the error itself holds its traceback, whose frames hold the failed core (its
+        engines, canvas and chunks) for as long as anything keeps the error, a log record included."""
         t = self._thread
+        err, failed, ran_s = None, [], 0.0
         if t is None or t.is_alive():
-            if self._restart_at and time.monotonic() >= self._restart_at:
+            if self._restart_at and time.monotonic() >= self._restart_at and not self.shutting_down:
                 self._restart_at = 0.0
-                self.start_core()
-            return []
-        err, self._error = self._error, None  # its traceback holds the failed core's frames
-        core, failed = self.core, []
-        self._thread = None
-        if core is not None:
-            failed = list(core.failed_outputs)
-            core.pool.close()  # the failed core's engines go now, not with the next start
-            self.core = None
-        if err is None or self.shutting_down:
-            return failed
-        backoff_s = self.settings.restart_backoff_s
-        self.outbox.fail(f"The presenter pipeline failed ({type(err).__name__}: {err}); it restarts in "
-                         f"{backoff_s:g} s. Recordings are kept.")
-        self._restart_at = time.monotonic() + backoff_s
+                try:
+                    self.start_core(restart=True)
+                except Exception as exc:  # a restart that cannot start is one more failure, never the studio's end
+                    err = _failure_text(exc, "the core did not restart")
+        else:
+            err, self._error = self._error, None
+            core, self._thread = self.core, None
+            if core is not None:
+                failed = list(core.failed_outputs)
+                core.close()  # the failed core's engines and buffers go now, not with the next start
+                self.core = None
+            ran_s = time.monotonic() - self._started_at
+        if err is not None and not self.shutting_down:
+            message, wait_s = self.restarts.failed(err, ran_s)
+            self.outbox.fail(message)
+            if wait_s is not None:
+                self._restart_at = time.monotonic() + wait_s
         return failed
 
     def failure_of(self, out) -> str | None:
@@ -432,3 +454,42 @@ class CoreSupervisor:
 
             return torch.cuda.get_device_name(torch.device(d))
         return "CPU"
+
+
+class Restarts:
+    """When a failed core restarts: after a back-off that doubles with each failure in a row, up to
+    ``restart_backoff_max_s``, at most ``restart_attempts`` times; then the core stays stopped (``halted`` says why)
+    until the producer changes what it runs on (``reset``). A core that ran ``restart_reset_s`` before failing starts
+    the count again."""
+
+    def __init__(self, settings: StudioSettings) -> None:
+        self.settings = settings
+        self.failures = 0  # in a row
+        self.halted = ""  # why the core stays stopped; "" while it runs or restarts
+
+    def reset(self) -> None:
+        self.failures, self.halted = 0, ""
+
+    def failed(self, err: str, ran_s: float) -> tuple[str, float | None]:
+        """A core failed with ``err`` ("Type: message") after running ``ran_s``: what the producer is told, and the
+        wait before its restart (None: no restart, halted)."""
+        s = self.settings
+        if ran_s >= s.restart_reset_s:
+            self.failures = 0
+        self.failures += 1
+        if self.failures > s.restart_attempts:
+            self.halted = (f"The presenter pipeline failed {self.failures} times in a row ({err}). It is stopped: fix "
+                           "the cause, then go live, load an anchor or change the picture format to start it again. "
+                           "Recordings are kept.")
+            log.error("the core is stopped after %d failures in a row", self.failures)
+            return self.halted, None
+        wait_s = min(s.restart_backoff_max_s, s.restart_backoff_s * 2 ** (self.failures - 1))
+        return (f"The presenter pipeline failed ({err}); it restarts in {wait_s:g} s (restart {self.failures} of "
+                f"{s.restart_attempts}). Recordings are kept."), wait_s
+
+
+def _failure_text(exc: BaseException, what: str) -> str:
+    """Log ``exc`` with its traceback as text and return "Type: message". Text only, in the record too: a record
+    that keeps the error (a log window, the test runner's capture) keeps the failed core through its frames."""
+    log.error("%s\n%s", what, "".join(traceback.format_exception(exc)).rstrip())
+    return f"{type(exc).__name__}: {exc}"

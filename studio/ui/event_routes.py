@@ -20,7 +20,8 @@ MainWindow = Any  # studio.ui.main_window.MainWindow, not imported: the window i
 APP_TITLE = "NewsStudio"
 ON_AIR_STATES = (RuntimeState.LIVE, RuntimeState.PREPARING, RuntimeState.MICROPHONE)
 STATE_COLOURS = {RuntimeState.LIVE: theme.ON_AIR, RuntimeState.PREPARING: theme.WARN, RuntimeState.IDLE: theme.READY,
-                 RuntimeState.PAUSED: theme.WARN, RuntimeState.MICROPHONE: theme.ON_AIR}
+                 RuntimeState.PAUSED: theme.WARN, RuntimeState.MICROPHONE: theme.ON_AIR,
+                 RuntimeState.FAILED: theme.ON_AIR}
 
 
 def _message(seconds: int, text: Callable[[rt.Event], str]) -> Callable:

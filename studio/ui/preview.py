@@ -115,6 +115,8 @@ class FrameView(QWidget):
             badges.append(("ON AIR", "#d0e5383b"))
         elif t.state == RuntimeState.PAUSED:
             badges.append(("PAUSED", "#d0f2a541"))
+        elif t.state == RuntimeState.FAILED:  # the last frame stays up: say it is a still
+            badges.append(("PRESENTER STOPPED", "#d0e5383b"))
         for text, bg in badges:
             f = QFont(self.font().family())
             f.setPointSizeF(10.5)

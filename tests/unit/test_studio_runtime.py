@@ -180,11 +180,13 @@ def test_runtime_publishes_compute_saved_with_each_flags_share_once_warm() -> No
 
 
 class _FailsOnce:
-    """Registers generator ``name``: the built-in engine, whose ``calls``-th call raises once (a stage failing)."""
+    """Registers generator ``name``: the built-in engine, whose ``calls``-th call raises once (a stage failing), or
+    with ``always`` every call from then on (a stage that fails on every chunk)."""
 
-    def __init__(self, name: str, calls: int) -> None:
+    def __init__(self, name: str, calls: int, always: bool = False) -> None:
         self.name = name
         self.calls = calls
+        self.always = always
         self.seen = 0
         self.raised = threading.Event()
         self.failed_gen = None  # the generator that raised
@@ -199,7 +201,8 @@ class _FailsOnce:
         class Flaky(BuiltinGenerator):
             def _tick(self) -> None:
                 probe.seen += 1
-                if probe.seen == probe.calls and not probe.raised.is_set():
+                due = probe.seen >= probe.calls if probe.always else probe.seen == probe.calls
+                if due and (probe.always or not probe.raised.is_set()):
                     probe.failed_gen = self
                     probe.raised.set()
                     raise RuntimeError("injected failure in stage B")
@@ -241,6 +244,84 @@ def test_a_failing_stage_restarts_the_core_and_the_studio_goes_on() -> None:
         assert r.runtime.core is restarted and r.runtime.telemetry().state is RuntimeState.IDLE
         assert flaky.failed_gen in flaky.closed  # the failed core's engines were let go (the soak's memory step)
     assert len(r.of(cmd.Error)) == 1  # one failure, one restart
+
+
+def test_restarts_back_off_doubling_and_stop_after_the_last() -> None:
+    """A failed core restarts after 1, 2, 4 s (at most 3), three times in a row; the fourth failure stops it. A core
+    that ran long before failing starts the count again, and so does the producer's change (``reset``)."""
+    from studio.runtime.supervisor import Restarts
+
+    r = Restarts(replace(_settings(), restart_backoff_s=1.0, restart_backoff_max_s=3.0, restart_attempts=3,
+                         restart_reset_s=60.0))
+    waits = [r.failed("RuntimeError: boom", 0.5)[1] for _ in range(3)]
+    assert waits == [1.0, 2.0, 3.0] and not r.halted
+    said, wait = r.failed("RuntimeError: boom", 0.5)
+    assert wait is None and said == r.halted
+    assert said.startswith("The presenter pipeline failed 4 times in a row (RuntimeError: boom). It is stopped")
+    r.reset()
+    assert not r.halted and r.failed("RuntimeError: boom", 0.0)[1] == 1.0
+    assert r.failed("RuntimeError: boom", 0.0)[1] == 2.0
+    said, wait = r.failed("RuntimeError: boom", 600.0)  # after ten minutes on air: the first failure of a new run
+    assert wait == 1.0 and "restarts in 1 s (restart 1 of 3)" in said
+
+
+def _cores(engine: str) -> list:
+    """The cores of ``engine`` still in memory once the cycle collector has run."""
+    import gc
+
+    from studio.pipeline.core import Core
+
+    gc.collect()
+    return [o for o in gc.get_objects() if type(o) is Core and o.s.engine == engine]
+
+
+def test_a_core_that_fails_on_every_chunk_is_let_go_and_stops_after_its_restarts(caplog) -> None:
+    """Each failed core is let go at once, also while a log handler keeps every record (caplog here, a log window in
+    the studio): a kept error's traceback held the whole core, and the process grew by gigabytes. The restarts back
+    off, and after the last one the studio says plainly that the presenter is stopped, and stays up."""
+    import logging
+
+    caplog.set_level(logging.ERROR)
+    settings = replace(_settings(engine="test-fails-always"), restart_backoff_s=0.05, restart_backoff_max_s=0.1,
+                       restart_attempts=4)
+    with _FailsOnce("test-fails-always", calls=1, always=True) as flaky, _Running(settings) as r:
+        r.runtime.submit(cmd.LoadAnchor(None))
+        r.wait(lambda: len(r.of(cmd.Error)) >= 3)
+        assert len(_cores(flaky.name)) <= 1  # the one on air or starting, if any; no failed one
+        r.wait(lambda: r.runtime.telemetry().state is RuntimeState.FAILED)
+        assert _cores(flaky.name) == []
+        errors = [e.message for e in r.of(cmd.Error)]
+        assert r.thread.is_alive()
+    assert len(errors) == 5, errors  # the first core and its four restarts
+    assert "restarts in 0.05 s (restart 1 of 4)" in errors[0] and "restarts in 0.1 s (restart 3 of 4)" in errors[2]
+    assert "failed 5 times in a row" in errors[-1] and "It is stopped" in errors[-1]
+    assert "injected failure" in errors[-1]
+    assert all(rec.exc_info is None for rec in caplog.records)  # the traceback is in the record as text
+    assert any("injected failure" in rec.getMessage() and "Traceback" in rec.getMessage() for rec in caplog.records)
+
+
+def test_a_restart_that_cannot_start_is_one_more_failure_and_a_new_look_starts_again(tmp_path: Path) -> None:
+    """The programme's logo goes missing: the core fails on its next chunk and every restart fails while drawing the
+    canvas. The studio stays up, stops the presenter after its restarts and says why; going live with a look that
+    works starts the presenter again."""
+    from studio.contracts import Layout
+    from studio.graphics.look import Graphics
+
+    settings = replace(_settings(layout=Layout.CANVAS, canvas_height_px=144), restart_backoff_s=0.05,
+                       restart_backoff_max_s=0.1, restart_attempts=2)
+    gone = tmp_path / "logo.png"
+    with _Running(settings) as r:
+        r.runtime.submit(cmd.LoadAnchor(None))
+        r.wait(lambda: r.of(cmd.AnchorLoaded) and r.runtime.latest_frame() is not None)
+        r.runtime.submit(cmd.GoLive((), (), Graphics(name="Eileen Collins", logo=str(gone))))
+        r.wait(lambda: r.runtime.telemetry().state is RuntimeState.FAILED)
+        errors = [e.message for e in r.of(cmd.Error)]
+        assert r.runtime.core is None and r.thread.is_alive()
+        r.runtime.submit(cmd.GoLive((), (), Graphics(name="Eileen Collins")))
+        r.wait(lambda: r.runtime.core is not None and r.runtime.core.produced > 0)
+        assert r.runtime.telemetry().state is RuntimeState.IDLE
+    assert len(errors) == 3 and all("channel logo" in m for m in errors), errors
+    assert "failed 3 times in a row" in errors[-1]
 
 
 def test_a_recording_that_fails_on_air_is_reported_while_the_show_goes_on(tmp_path: Path, monkeypatch) -> None:
