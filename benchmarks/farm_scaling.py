@@ -175,7 +175,7 @@ def render_program_segment(box: list, size: int, index: int) -> dict:
     try:
         core.run()
     finally:
-        core.pool.close()
+        core.close()
     if device == "cuda":
         torch.cuda.synchronize()
     return {"seconds": time.perf_counter() - t0, "frames": out.frames, "device": device}

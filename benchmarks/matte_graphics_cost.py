@@ -63,7 +63,7 @@ def _core_once(anchor, settings, style, seconds: float) -> dict:
         core.warm()
         rep = core.run()
     finally:
-        core.pool.close()
+        core.close()
     per = rep.frames_produced or 1
     out = {"wall_ms_per_frame": rep.ms_per_frame}
     st = rep.stages

@@ -65,7 +65,7 @@ def _run(anchor, opts, outputs, **changes):
     try:
         return core.run()
     finally:
-        core.pool.close()
+        core.close()
 
 
 def test_every_flag_on_cuda_makes_every_frame_with_gpu_timings_and_yuv(default_anchor):
@@ -173,7 +173,7 @@ def test_the_graphed_post_stage_gives_the_eager_pictures_and_planes(default_anch
                 if want_yuv:
                     _assert_planes_match(yuv, eager_yuv, core.post.post_graph(frames, True).compiled, (title, n))
     finally:
-        core.pool.close()
+        core.close()
 
 
 def test_warm_captures_the_post_stages_graphs_so_the_run_makes_none(default_anchor):
@@ -197,7 +197,7 @@ def test_warm_captures_the_post_stages_graphs_so_the_run_makes_none(default_anch
         assert rep.frames_interpolated > 0
         assert list(core.post.flow._graphs.values()) == sets and sorted(sets[0].graphs) == [1, 2, 4, 8]
     finally:
-        core.pool.close()
+        core.close()
 
 
 def test_a_graph_set_replays_each_batch_size_without_padding():

@@ -74,7 +74,7 @@ def test_the_graphed_canvas_gives_the_eager_pictures_across_batches(default_anch
             assert (got.int() - eager.int()).abs().max() <= 1, (row, n)
             start += n
     finally:
-        core.pool.close()
+        core.close()
 
 
 class _Collect(Output):
@@ -107,7 +107,7 @@ def test_a_graphed_core_run_cuts_the_presenter_out_over_the_set(default_anchor) 
         assert gen.out_channels == 4  # frames carry the warped matte
         rep = core.run()
     finally:
-        core.pool.close()
+        core.close()
     assert rep.frames_dropped == 0
     frames = np.concatenate([b.frames for b in out.batches])
     h, w = 1080, 1920
