@@ -5,9 +5,12 @@ Writes a rundown of three segments (Anna, Ben, Anna; Ben's portrait is the built
 anchor packs; then ``--repeats`` timed renders, median). The turns are counted on the cast's motion over the same
 programme (the rundown's own items and the motion source the render runs, chunk by chunk as the core asks): mouth
 activity (jaw + lip part, mean per frame) per anchor per segment, blinks (lids past half closed) and nods (pitch
-bumps of 0.6 degrees over a 1 s moving median) per anchor.
+bumps of 0.6 degrees over a 1 s moving median) per anchor. ``--short``: three short segments (about 9 s of
+programme, for a quick before / after); ``--keep DIR``: the rendered files are kept there (to compare the
+pictures of two versions); the generator's cost a frame is read from the render's summary line.
 
     python benchmarks/two_anchor_render.py --json benchmarks/cpu/two_anchor_render.json
+    python benchmarks/two_anchor_render.py --layout cut --short --repeats 1
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ SEGMENTS = [
             "both sides. Engineers say the bridge is safe, but they will check it again in the morning."),
     ("Anna", "Thank you, Ben. We will follow the river through the night. Stay with us."),
 ]
+SHORT = [("Anna", "Good evening. The river rose over its banks tonight."),
+         ("Ben", "Thank you, Anna. The roads by the old bridge are closed."),
+         ("Anna", "Thank you, Ben. Stay with us.")]
 STAGE = re.compile(r"(\w+) ([\d.]+) s \(([\d.]+)\)")
 
 
@@ -42,11 +48,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--fps", type=float, default=25.0)
     ap.add_argument("--layout", default="two-shot", choices=("two-shot", "cut"))
     ap.add_argument("--repeats", type=int, default=1, help="timed renders (median), after one warm-up")
+    ap.add_argument("--short", action="store_true", help="three short segments (about 9 s of programme)")
+    ap.add_argument("--keep", type=Path, help="keep the rendered files in this folder")
     ap.add_argument("--json", type=Path, help="write the figures here")
     return ap.parse_args(argv)
 
 
-def write_rundown(folder: Path) -> Path:
+def write_rundown(folder: Path, short: bool = False) -> Path:
     from PIL import Image
 
     from studio.presenter.anchor import default_portrait
@@ -54,7 +62,8 @@ def write_rundown(folder: Path) -> Path:
     Image.fromarray(np.ascontiguousarray(default_portrait()[:, ::-1])).save(folder / "ben.png")
     data = {"version": 2, "cast": {"Anna": {"voice": "piper:joe"}, "Ben": {"portrait": "ben.png",
                                                                              "voice": "espeak:en-gb"}},
-            "segments": [{"title": f"Part {i + 1}", "text": t, "anchor": who} for i, (who, t) in enumerate(SEGMENTS)]}
+            "segments": [{"title": f"Part {i + 1}", "text": t, "anchor": who}
+                         for i, (who, t) in enumerate(SHORT if short else SEGMENTS)]}
     path = folder / "rundown.json"
     path.write_text(json.dumps(data, indent=1))
     return path
@@ -118,23 +127,34 @@ def render(rundown: Path, out: Path, a: argparse.Namespace) -> dict:
     wall = time.monotonic() - t0
     if done.returncode != 0:
         raise SystemExit(f"render failed: {done.stderr.strip().splitlines()[-1:]}")
-    line = done.stderr.strip().splitlines()[-1]
-    frames = int(re.search(r"\((\d+) frames, ([\d.]+) s", line).group(1))
-    seconds = float(re.search(r"\((\d+) frames, ([\d.]+) s", line).group(2))
-    stages = {k: {"s": float(s), "rtf": float(r)} for k, s, r in STAGE.findall(line)}
-    return {"wall_s": round(wall, 2), "programme_s": seconds, "frames": frames,
-            "wall_per_programme_s": round(wall / seconds, 3), "stages": stages,
+    got = parse_summary(done.stderr.strip().splitlines()[-1])
+    return {"wall_s": round(wall, 2), **got, "wall_per_programme_s": round(wall / got["programme_s"], 3),
             "load_average_1m": [round(load0, 2), round(os.getloadavg()[0], 2)]}
+
+
+def parse_summary(line: str) -> dict:
+    """The figures of ``render --rundown``'s summary line: frames, programme seconds, stage seconds (and real-time
+    factors), the generator's ms a frame (None where the line has none)."""
+    head = re.search(r"\((\d+) frames, ([\d.]+) s", line)
+    gen = re.search(r"generate ([\d.]+) ms a frame", line)
+    return {"programme_s": float(head.group(2)), "frames": int(head.group(1)),
+            "stages": {k: {"s": float(s), "rtf": float(r)} for k, s, r in STAGE.findall(line)},
+            "generate_ms_per_frame": float(gen.group(1)) if gen else None}
 
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="two-anchor-"))
-    rundown = write_rundown(tmp)
+    rundown = write_rundown(tmp, a.short)
     warm = render(rundown, tmp / "warm.mp4", a)  # builds and caches both anchor packs
     runs = [render(rundown, tmp / f"run{i}.mp4", a) for i in range(a.repeats)]
     med = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
-    out = {"what": f"render --rundown, two anchors, {a.layout}, {a.canvas} canvas at {a.fps:g} fps, CPU",
+    if a.keep is not None:
+        a.keep.mkdir(parents=True, exist_ok=True)
+        for i in range(a.repeats):
+            (tmp / f"run{i}.mp4").replace(a.keep / f"run{i}.mp4")
+    what = f"render --rundown, two anchors, {a.layout}, {a.canvas} canvas at {a.fps:g} fps, CPU"
+    out = {"what": what + (", short segments" if a.short else ""),
            "command": " ".join(["python", "benchmarks/two_anchor_render.py", *(argv or sys.argv[1:])]),
            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                     cwd=REPO).stdout.strip(),
