@@ -399,6 +399,14 @@ def _optimizations(rep, device: str) -> str:
     return f"optimizations {names}" + "".join(f"; {why}" for why in rep.off.values())
 
 
+def _generate_line(rep) -> str:
+    """The generator's cost a frame over the run (its stage's time over the frames produced)."""
+    gen = rep.stages.get("generate")
+    if gen is None or not rep.frames_produced:
+        return "generate - ms a frame"
+    return f"generate {gen.total_ms / rep.frames_produced:.1f} ms a frame"
+
+
 def _render_rundown(args: argparse.Namespace) -> int:
     from studio.encode.claim import claim_output
     from studio.encode.recovery import recover_for_output
@@ -433,7 +441,7 @@ def _render_rundown(args: argparse.Namespace) -> int:
         f"wrote {result.out_path} ({result.n_frames} frames, {result.audio_duration_s:.2f} s, device {result.device}, "
         f"engine {core.engine}, {_optimizations(rep, core.device)}); stage seconds (real-time factor): "
         + ", ".join(f"{k} {v:.2f} s ({rtf[k]:.3f})" for k, v in result.stage_s.items())
-        + f"; {rep.frames_produced} frames produced\n")
+        + f"; {rep.frames_produced} frames produced; {_generate_line(rep)}\n")
     return EXIT_OK
 
 

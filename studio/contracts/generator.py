@@ -133,13 +133,18 @@ class Generator(abc.ABC):
     @abc.abstractmethod
     def generate(self, coeffs: "torch.Tensor", features: "torch.Tensor | None") -> "torch.Tensor":
         """B x N_COEFFS motion (and B x ... audio features when ``info.audio`` is set), on the device ->
-        B x 3 x S x S frames in 0..255 (float, not clamped), S = ``settings.size_px``."""
+        B x 3 x S x S frames in 0..255 (float, not clamped), S = ``settings.size_px``.
+
+        An engine opened on a cast (several anchors: B x A x N_COEFFS motion, frames with every anchor's channels in
+        turn) also takes ``shown`` (B ints, the anchor each frame shows) when the picture shows one anchor a frame
+        (cut to the speaker): it then returns each frame's shown anchor alone, B x C x S x S, and makes no pixels
+        of the others. The core passes ``shown`` to a cast only."""
 
     def render_span(self, coeffs: "torch.Tensor", strides: np.ndarray, carry: object | None
                     ) -> tuple["torch.Tensor", object]:
         """Keyframes + in-betweens re-rendered from interpolated geometry (``info.interpolation`` MOTION_SPACE):
         K x N_COEFFS motion and K keyframe strides -> K frames, and the carry (the last keyframe's state) for the
-        next contiguous span (``carry`` None: start afresh)."""
+        next contiguous span (``carry`` None: start afresh). A cast takes ``shown`` here too (``generate``)."""
         raise NotImplementedError(f"{self.info.name} makes no motion-space in-betweens (its interpolation is "
                                   f"{self.info.interpolation.value})")
 

@@ -5,7 +5,11 @@ fields (motion-space interpolation, ``render_span``). Its pyramidal route is a l
 (``field_divisor`` 8: the field at size / 8 instead of size / 4) sampling the full-resolution portrait. With CUDA graphs
 the field, the composite and the whole frame are captured per batch size and replayed; the whole frame compiled by
 TorchInductor first (its full-resolution elementwise passes fused). A cast (several anchors as rows of one warp) runs
-eager, and says so (``graphs_off``): its warp decides on the host which anchors' mouths to compose.
+eager, and says so (``graphs_off``): its warp decides on the host which anchors' mouths to compose. A cast whose
+picture shows one anchor a frame (cut to the speaker: ``shown``) has only those rows made
+(``studio.presenter.cast_warp.ShownRows``); every anchor's motion still comes and goes on. On CUDA they run eager
+too: a graph replays a fixed batch of rows, and the rows a chunk shows are one anchor's, or at a turn two anchors' in
+any split, and where a mouth is closed is still decided on the host.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ class BuiltinGenerator(Generator):
         self.emit_matte = False
         self.matte = None
         self.cast: tuple | None = None
+        self.shown_rows = None  # a cast: its frames when the picture shows one anchor a frame
 
     @property
     def label(self) -> str:
@@ -115,9 +120,13 @@ class BuiltinGenerator(Generator):
             raise RenderError("The GPU ran out of memory preparing the presenter: choose a smaller size.") from exc
         self.field_px = field
         self.matte = None
+        err = max_error_px(self.max_err_at_512, s)
         if self.cast is not None:
+            from studio.presenter.cast_warp import ShownRows
+
             self._forward = self.module
             self.planner = None
+            self.shown_rows = ShownRows(self.module, err)
         else:
             m = getattr(anchor, "matte", None)
             if self.emit_matte and m is not None and not m.poor:
@@ -126,7 +135,6 @@ class BuiltinGenerator(Generator):
                 self.matte = MatteWarp(self.module, m)
             self._forward = self.matte or self.module
             self.planner = landmark_planner(self.module) if self.device.type == "cuda" else None
-        err = max_error_px(self.max_err_at_512, s)
         self.interp = MotionSpaceInterpolator(self.matte or self.module, err, self.planner)
         if settings.cuda_graphs:
             if self.device.type != "cuda":
@@ -159,12 +167,23 @@ class BuiltinGenerator(Generator):
             self._forward = graphed(whole, (c,), stream, compile=True, name="the renderer")
         self.interp = _GraphedInterpolator(m, err, field_graph, compose_graph, self.planner)
 
+    def _check_shown(self, shown: np.ndarray | None) -> None:
+        if shown is not None and self.shown_rows is None:
+            raise RenderError("Only a cast of several anchors has rows to show: this engine has one anchor.")
+
     @torch.inference_mode()
-    def generate(self, coeffs: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
-        """B x N_COEFFS -> B x 3 x S x S in 0..255 (not clamped), in batches of ``batch_frames``."""
+    def generate(self, coeffs: torch.Tensor, features: torch.Tensor | None = None,
+                 shown: np.ndarray | None = None) -> torch.Tensor:
+        """B x N_COEFFS -> B x 3 x S x S in 0..255 (not clamped), in batches of ``batch_frames``; a cast's
+        B x A x N_COEFFS -> every anchor's channels in turn, or with ``shown`` (B anchor rows) each frame's shown
+        anchor alone."""
+        self._check_shown(shown)
         bs = self.settings.batch_frames
         n = coeffs.shape[0]
         try:
+            if shown is not None:
+                parts = [self.shown_rows.frames(coeffs[i:i + bs], shown[i:i + bs]) for i in range(0, n, bs)]
+                return parts[0] if len(parts) == 1 else torch.cat(parts)
             if n <= bs:
                 return self._forward(coeffs)
             return torch.cat([self._forward(coeffs[i:i + bs]) for i in range(0, n, bs)])
@@ -172,15 +191,23 @@ class BuiltinGenerator(Generator):
             raise RenderError("The GPU ran out of memory while rendering: lower the batch size or the size.") from exc
 
     @torch.inference_mode()
-    def render_span(self, coeffs: torch.Tensor, strides: np.ndarray, carry: Carry | None
-                    ) -> tuple[torch.Tensor, Carry]:
-        """Motion-space keyframes + interpolation over a span (``MotionSpaceInterpolator.render_causal``)."""
-        return self.interp.render_causal(coeffs, strides, carry)
+    def render_span(self, coeffs: torch.Tensor, strides: np.ndarray, carry: object | None,
+                    shown: np.ndarray | None = None) -> tuple[torch.Tensor, object]:
+        """Motion-space keyframes + interpolation over a span (``MotionSpaceInterpolator.render_causal``; with
+        ``shown``, the shown rows alone: ``ShownRows.span``). A carry of the other kind (the picture changed
+        between showing every row and one) is not used: the span starts afresh."""
+        self._check_shown(shown)
+        if shown is not None:
+            from studio.presenter.cast_warp import CutCarry
+
+            return self.shown_rows.span(coeffs, strides, carry if isinstance(carry, CutCarry) else None, shown)
+        return self.interp.render_causal(coeffs, strides, carry if isinstance(carry, Carry) else None)
 
     def counts(self) -> tuple[int, int, int]:
         """(frames generated in full, interpolated, fallen back to full) by ``render_span`` so far."""
-        i = self.interp
-        return (i.frames_full, i.frames_interpolated, i.frames_fallback) if i is not None else (0, 0, 0)
+        got = [(x.frames_full, x.frames_interpolated, x.frames_fallback) for x in (self.interp, self.shown_rows)
+               if x is not None]
+        return tuple(int(sum(v)) for v in zip(*got)) if got else (0, 0, 0)
 
     def compile_targets(self) -> list[CompileTarget]:
         """The renderer, with fixed shapes and no host synchronisation (``static_shapes``: the same pixels), and
@@ -202,6 +229,7 @@ class BuiltinGenerator(Generator):
     def close(self) -> None:
         self.module = None
         self.interp = None
+        self.shown_rows = None
         self._forward = None
 
 

@@ -44,7 +44,8 @@ import torch
 
 from studio import startup
 from studio.errors import RenderError, StudioError
-from studio.contracts import Chunk, InterpolationKind, MotionSource, Output, Pacing, ProgramFormat, Source
+from studio.contracts import (CastLayout, Chunk, InterpolationKind, MotionSource, Output, Pacing, ProgramFormat,
+                              Source)
 from studio.pipeline.pool import GeneratorPool, compiled_engine_note
 from studio.pipeline.post_stage import PostStage
 from studio.pipeline.savings import PairedSavings
@@ -326,10 +327,13 @@ class Core:
             and not chunk.seg_start and bool(np.all(np.diff(chunk.slots) == 1))
         interpolating = bool((chunk.strides > 1).any()) and bool(np.all(np.diff(chunk.slots) == 1))
         chunk_key_mask = None
+        # a cast cut to the speaker: only the rows on screen are made (every anchor's motion is in ``c`` still)
+        shown = chunk.shown = self._shown(chunk)
+        rows = {} if shown is None else {"shown": shown}
         if interpolating and gen.info.interpolation is InterpolationKind.MOTION_SPACE:
             carry = self._carry if contiguous else None
             before = gen.counts()
-            frames, self._carry = gen.render_span(c, chunk.strides, carry)
+            frames, self._carry = gen.render_span(c, chunk.strides, carry, **rows)
             after = gen.counts()
             self.frames_full += after[0] - before[0]
             self.frames_interpolated += after[1] - before[1]
@@ -339,11 +343,12 @@ class Core:
 
             chunk_key_mask = key_positions(chunk.strides, have_carry=contiguous)
             idx = torch.as_tensor(np.flatnonzero(chunk_key_mask), device=self.device)
-            frames = gen.generate(c[idx], None if feats is None else feats[idx])
+            frames = gen.generate(c[idx], None if feats is None else feats[idx],
+                                  **({} if shown is None else {"shown": shown[chunk_key_mask]}))
             self.frames_full += len(idx)
             self._carry = None
         else:
-            frames = gen.generate(c, feats)
+            frames = gen.generate(c, feats, **rows)
             self.frames_full += chunk.n
             self._carry = None
         if chunk_key_mask is not None:
@@ -358,6 +363,13 @@ class Core:
         else:
             chunk.timings_ms["generate"] = (time.perf_counter() - t0) * 1e3
         return chunk
+
+    def _shown(self, chunk: Chunk) -> np.ndarray | None:
+        """The cast row each frame shows when the picture shows one (a cast cut to the speaker, frame by frame: a
+        turn may change inside a chunk); None when every row is on screen."""
+        if self.fmt.rows < 2 or self.fmt.cast_layout is not CastLayout.CUT:
+            return None
+        return np.clip(chunk.speaker_rows(), 0, self.fmt.rows - 1)
 
     # -- stage C ----------------------------------------------------------------------------------------------------
 

@@ -64,8 +64,10 @@ class PostStage:
         p = self.fmt.presenter_px
         if self.fmt.layout is Layout.CANVAS:
             self.open_canvas().select("")
+        # a cast cut to the speaker: one anchor's channels a frame (``Chunk.shown``)
+        c = self.frame_channels() // (self.fmt.rows if self.fmt.cast_layout is CastLayout.CUT else 1)
         with torch.inference_mode():
-            self.post_graph(torch.zeros((1, self.frame_channels(), p, p), device=self.device), want_yuv)
+            self.post_graph(torch.zeros((1, c, p, p), device=self.device), want_yuv)
             for px in sizes:
                 if px != p:
                     self.upscaler(p).warm(px, self.device)
@@ -119,8 +121,8 @@ class PostStage:
             self.frames_interpolated += self.flow.frames_interpolated - before
         if frames.shape[-1] != p:
             frames = self.upscaler(p).process(frames, chunk)
-        if self.fmt.rows > 1:
-            frames = self.cast_picture(frames, chunk.on_air.speaker)
+        if self.fmt.rows > 1 and chunk.shown is None:  # else stage B made the rows on screen alone
+            frames = self.cast_picture(frames)
         if self.fmt.layout is Layout.CANVAS:
             self.open_canvas().select(chunk.on_air.title, chunk.on_air.row, chunk.slots)
         need_rgb = any(o.needs_rgb for o in outputs) or not outputs
@@ -168,15 +170,12 @@ class PostStage:
             return batch, ev0.elapsed_time(ev1)
         return batch, (time.perf_counter() - t0) * 1e3
 
-    def cast_picture(self, frames: torch.Tensor, speaker: int) -> torch.Tensor:
-        """A cast's frames (K x rows*C x p x p, each anchor's channels in turn) as the layout shows them: cut to the
-        speaker (K x C x p x p); a two-shot on the canvas as they are (the canvas sets each in its box); a square
-        two-shot side by side (K x 3 x p x rows*p)."""
+    def cast_picture(self, frames: torch.Tensor) -> torch.Tensor:
+        """A two-shot's frames (K x rows*C x p x p, each anchor's channels in turn) as the layout shows them: on the
+        canvas as they are (the canvas sets each in its box); square, side by side (K x 3 x p x rows*p). A cast cut
+        to the speaker comes from stage B as the shown rows alone (``Chunk.shown``)."""
         rows = self.fmt.rows
         c = frames.shape[1] // rows
-        if self.fmt.cast_layout is CastLayout.CUT:
-            i = min(max(speaker, 0), rows - 1)
-            return frames[:, i * c:(i + 1) * c]
         if self.fmt.layout is Layout.CANVAS:
             return frames
         return torch.cat([frames[:, i * c:i * c + 3] for i in range(rows)], 3)

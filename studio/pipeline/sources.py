@@ -123,6 +123,7 @@ class ProgramSource(Source):
         self.total_slots = 0
         self._feeding = False  # offline: more items are coming (``feed`` / ``fed``)
         self._streamed = False  # was fed: handed-out items are pruned
+        self._speaker = 0  # the cast row speaking at the last slot handed out (``_speakers``)
 
     # scheduling (any thread)
 
@@ -240,6 +241,19 @@ class ProgramSource(Source):
 
     # the loop's side
 
+    def _speakers(self, first: int, n: int, items: tuple) -> np.ndarray:
+        """The cast row speaking at each of the ``n`` slots from ``first``: the item's there; a slot no item covers
+        (a gap between segments, nothing scheduled) keeps the speaker before it, so that a programme cut to the
+        speaker stays on the last one rather than cutting away while nobody speaks."""
+        rows = np.full(n, -1, np.int64)
+        for x in items:
+            rows[max(x.start_slot - first, 0):max(min(x.end_slot - first, n), 0)] = x.on_air.speaker
+        for j in range(n):
+            if rows[j] < 0:
+                rows[j] = self._speaker
+            self._speaker = int(rows[j])
+        return rows
+
     def next_chunk(self, pace: Pacing) -> Chunk | None:
         fps = self.fmt.fps
         k = max(1, pace.max_frames)
@@ -282,7 +296,8 @@ class ProgramSource(Source):
         chunk = Chunk(index=self._chunks, slots=slots, audio=self.program.read(a0, a1 - a0), audio_start=a0,
                       analysis=self.analysis.read(b0, b1 - b0), analysis_start=b0,
                       on_air=item.on_air if item is not None else OnAir(), skipped=skipped,
-                      seg_start=seg_start or self._chunks == 0, created_ns=time.monotonic_ns(), items=items)
+                      seg_start=seg_start or self._chunks == 0, created_ns=time.monotonic_ns(), items=items,
+                      speakers=self._speakers(first, n, items))
         self._chunks += 1
         if self._streamed:  # a fed render: what was handed out is not read again
             self.prune(max(0, first - round(2 * fps)))

@@ -9,6 +9,10 @@ in each anchor's own boxes, made per anchor on its rows; where an anchor's mouth
 whose motion is silence, or a small smile: the spread of closed lips moves them in the warp and opens nothing) its
 mouth interior is skipped but for the closed lips' line.
 
+A picture that shows one anchor a frame (cut to the speaker) needs no pixels of the others: ``ShownRows`` makes each
+frame's shown row alone through a cast of one that shares this one's buffers (``CastWarp.solo``), while the motion
+of every anchor goes on (the core passes every row's coefficients; with keyframes, the plan is the whole cast's).
+
 Shapes at the interface (what ``MotionSpaceInterpolator`` and the core see): coefficients K x A x N_COEFFS; the
 warp field K x (A*S) x S x 2 (the anchors' fields stacked along the height) and the mask K x A x S x S; frames
 K x (A*C) x S x S (each anchor's C channels in cast order: RGB, and the warped matte as a fourth with mattes).
@@ -16,6 +20,9 @@ K x (A*C) x S x S (each anchor's C channels in cast order: RGB, and the warped m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -63,7 +70,34 @@ class CastWarp(nn.Module):
         self.register_buffer("frame_w", torch.stack([F.pad(f.frame_w, (0, n - len(f.frame_w))) for f in faces]))
         self.register_buffer("face_w", torch.tensor([f.face_w for f in faces], dtype=torch.float32))  # A
         self.register_buffer("grid_px", faces[0].grid_px)  # G x G x 2 (the same field grid for every anchor)
-        self.mouth_skipped = 0  # anchor-chunks whose mouth interior was skipped (closed on every row)
+        self._skipped = 0  # anchor-calls whose mouth interior was skipped (``mouth_skipped``)
+        self._solos: dict[int, CastWarp] = {}  # anchor -> that anchor alone (``solo``)
+
+    @property
+    def mouth_skipped(self) -> int:
+        """Anchor-calls whose mouth interior was skipped (closed on every row), this cast's and its solos'."""
+        return self._skipped + sum(s._skipped for s in self._solos.values())
+
+    def solo(self, i: int) -> "CastWarp":
+        """Anchor ``i`` alone: a cast of one that shares this cast's renderer and buffers (views of its row, no
+        copies), for a picture that shows one anchor (the cut layout): its rows are made, the others' are not. Made
+        on first use, on the cast's device."""
+        one = self._solos.get(i)
+        if one is None:
+            one = CastWarp.__new__(CastWarp)
+            nn.Module.__init__(one)
+            one.faces = nn.ModuleList([self.faces[i]])
+            one.rows, one.size, one.field, one.newton_steps = 1, self.size, self.field, self.newton_steps
+            one.channels = one.out_channels = self.channels
+            for name, buf in self.named_buffers(recurse=False):
+                one.register_buffer(name, buf if name == "grid_px" else buf[i:i + 1])
+            one._skipped, one._solos, one.training = 0, {}, self.training
+            self._solos[i] = one
+        return one
+
+    def _apply(self, fn, *args, **kwargs):
+        self._solos = {}  # views of the buffers before a move or a cast of dtype: made again on next use
+        return super()._apply(fn, *args, **kwargs)
 
     # -- rows ------------------------------------------------------------------------------------------------------
 
@@ -185,7 +219,7 @@ class CastWarp(nn.Module):
             rows = slice(i * k, (i + 1) * k)
             face.eyelids(frames[rows], g[rows], full[rows], c[rows])
             if closed[i]:
-                self.mouth_skipped += 1
+                self._skipped += 1
             face.mouth_interior(frames[rows], full[rows], rest[rows], jaw[rows], c[rows])
         if self.channels == 4:
             frames = torch.cat([frames, m * 255.0], 1)
@@ -194,3 +228,100 @@ class CastWarp(nn.Module):
 
     def forward(self, coeffs: torch.Tensor) -> torch.Tensor:
         return self.compose(coeffs, *self.warp_field(coeffs))
+
+
+# -- a picture that shows one anchor at a time --------------------------------------------------------------------------
+
+@dataclass
+class CutCarry:
+    """A cut span's last keyframe, for the next span: every anchor's coefficients and landmarks there (the keyframe
+    plan is the whole cast's), and the warp fields made there, by anchor. A cut to an anchor whose field was not
+    made (it was off screen) makes it then, from the coefficients: the same field a two-shot carries."""
+
+    coeffs: torch.Tensor  # 1 x A x N
+    landmarks: torch.Tensor  # (A*478) x 2
+    fields: dict[int, tuple[torch.Tensor, torch.Tensor]]  # anchor -> (1 x S x S x 2 grid, 1 x 1 x S x S mask)
+
+    def field(self, cast: CastWarp, a: int) -> tuple[torch.Tensor, torch.Tensor]:
+        got = self.fields.get(a)
+        if got is None:
+            got = self.fields[a] = cast.solo(a).warp_field(self.coeffs[:, a:a + 1])
+        return got
+
+
+class ShownRows:
+    """A cast's frames where the picture shows one anchor a frame (cut to the speaker): each frame is its shown
+    anchor's row alone (``CastWarp.solo``), the same pixels as that row of the whole cast; the others' pixels are
+    not made. Every anchor's motion goes on regardless (the coefficients keep coming for all rows), and with
+    keyframes the plan is the whole cast's (``CastWarp.landmarks``, as a two-shot plans it), so a cut back to an
+    anchor picks it up where its motion is, its carried field made from the carried coefficients
+    (``CutCarry``). Frames: K x C x S x S (the shown anchor's C channels)."""
+
+    def __init__(self, cast: CastWarp, max_error_px: float) -> None:
+        self.cast = cast
+        self.max_error_px = max_error_px
+        self.frames_full = self.frames_interpolated = self.frames_fallback = 0
+        self.rows_made = 0  # anchor rows whose pixels were made (one a frame)
+
+    def _out(self, coeffs: torch.Tensor) -> torch.Tensor:
+        c = self.cast
+        return torch.empty((coeffs.shape[0], c.channels, c.size, c.size), device=coeffs.device, dtype=coeffs.dtype)
+
+    def frames(self, coeffs: torch.Tensor, shown: np.ndarray) -> torch.Tensor:
+        """K x A x N coefficients, K shown anchors -> K x C x S x S: each frame its shown anchor's."""
+        anchors = np.unique(shown)
+        self.rows_made += len(shown)
+        if len(anchors) == 1:
+            a = int(anchors[0])
+            return self.cast.solo(a)(coeffs[:, a:a + 1])
+        out = self._out(coeffs)
+        for a in anchors.tolist():
+            rows = torch.from_numpy(np.flatnonzero(shown == a)).to(coeffs.device)
+            out[rows] = self.cast.solo(a)(coeffs[rows, a:a + 1])
+        return out
+
+    def span(self, coeffs: torch.Tensor, strides: np.ndarray, carry: CutCarry | None, shown: np.ndarray
+             ) -> tuple[torch.Tensor, CutCarry]:
+        """``MotionSpaceInterpolator.render_causal`` for the shown rows: the whole cast's keyframe plan; per shown
+        anchor, the fields of the keyframes its frames need (its own keyframes, and the two around each of its
+        in-betweens), its keyframes composed from their fields, its in-betweens from the fields interpolated."""
+        from studio.enhance.interp import plan_causal
+
+        cast, dev, t = self.cast, coeffs.device, coeffs.shape[0]
+        lms = cast.landmarks(coeffs)  # K x (A*478) x 2
+        plan = plan_causal(lms, None if carry is None else carry.landmarks, strides, self.max_error_px)
+        full = plan.full
+        out = self._out(coeffs)
+        fields: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        for a in np.unique(shown).tolist():
+            one = cast.solo(a)
+            rows = np.flatnonzero(shown == a)
+            keys, mid = rows[full[rows]], rows[~full[rows]]
+            need = sorted(set(keys.tolist()) | set(plan.prev[mid].tolist()) | set(plan.next[mid].tolist()))
+            made = [k for k in need if k >= 0]
+            grid, mask = one.warp_field(coeffs[torch.from_numpy(np.array(made, np.int64)).to(dev), a:a + 1])
+            slot = {k: j for j, k in enumerate(made)}
+            if -1 in need:  # the keyframe carried in from the span before
+                slot[-1] = len(made)
+                g, m = carry.field(cast, a)
+                grid, mask = torch.cat([grid, g]), torch.cat([mask, m])
+            if len(keys):
+                at = torch.tensor([slot[int(k)] for k in keys], device=dev)
+                keys_t = torch.from_numpy(keys).to(dev)
+                out[keys_t] = one.compose(coeffs[keys_t, a:a + 1], grid[at], mask[at])
+            if len(mid):
+                i0 = torch.tensor([slot[int(k)] for k in plan.prev[mid]], device=dev)
+                i1 = torch.tensor([slot[int(k)] for k in plan.next[mid]], device=dev)
+                w = torch.from_numpy(plan.weight[mid]).to(dev, grid.dtype).view(-1, 1, 1, 1)
+                mid_t = torch.from_numpy(mid).to(dev)
+                out[mid_t] = one.compose(coeffs[mid_t, a:a + 1], torch.lerp(grid[i0], grid[i1], w),
+                                         torch.lerp(mask[i0], mask[i1], w))
+            if t - 1 in slot:  # the span's last frame, always a keyframe: carried on
+                j = slot[t - 1]
+                fields[a] = (grid[j:j + 1].clone(), mask[j:j + 1].clone())
+        n_keys = int(full.sum())
+        self.frames_full += n_keys
+        self.frames_interpolated += t - n_keys
+        self.frames_fallback += plan.fallback_frames
+        self.rows_made += t
+        return out, CutCarry(coeffs[-1:].clone(), lms[-1].clone(), fields)

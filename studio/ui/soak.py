@@ -45,19 +45,19 @@ def _register_faulty() -> None:
     from studio.contracts import GENERATORS
 
     class FaultyGenerator(BuiltinGenerator):
-        def generate(self, coeffs, features=None):
+        def generate(self, coeffs, features=None, **rows):
             if _Faulty.armed.is_set():
                 _Faulty.armed.clear()
                 _Faulty.fired += 1
                 raise RuntimeError("injected fault in the generator (soak test)")
-            return super().generate(coeffs, features)
+            return super().generate(coeffs, features, **rows)
 
-        def render_span(self, coeffs, strides, carry):
+        def render_span(self, coeffs, strides, carry, **rows):
             if _Faulty.armed.is_set():
                 _Faulty.armed.clear()
                 _Faulty.fired += 1
                 raise RuntimeError("injected fault in the generator (soak test)")
-            return super().render_span(coeffs, strides, carry)
+            return super().render_span(coeffs, strides, carry, **rows)
 
     GENERATORS.register("builtin-soak")(lambda **kw: FaultyGenerator(**kw))
 

@@ -1,7 +1,8 @@
 """``render --rundown``: a cast of two through the core's one generator call, taking turns; old rundowns still render.
 
 A generator registered by the test (the built-in engine) keeps the coefficients of every call the core makes, so the
-mouths, blinks and nods are counted on exactly what was rendered; the file is read back for the pictures.
+mouths, blinks and nods are counted on exactly what was rendered, and the rows each call was asked to show (cut to
+the speaker: one a frame); the file is read back for the pictures.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.integration
 
 ENGINE = "test-cast-record"
 SIZE = 64
+SHOWN: list = []  # per generator call: the anchor row each frame shows (None: every row)
 SEGMENTS = [("Anna", "Good evening. The river rose over its banks tonight, and the town prepared for a long night."),
             ("Ben", "Thank you, Anna. By noon the water had reached the old bridge, and the roads were closed."),
             ("Anna", "Thank you, Ben. We will be back after the break.")]
@@ -32,13 +34,15 @@ def recorded():
     calls: list[np.ndarray] = []
 
     class Recorded(BuiltinGenerator):
-        def generate(self, coeffs, features=None):
+        def generate(self, coeffs, features=None, shown=None):
             calls.append(coeffs.cpu().numpy().copy())
-            return super().generate(coeffs, features)
+            SHOWN.append(shown)
+            return super().generate(coeffs, features, shown=shown)
 
-        def render_span(self, coeffs, strides, carry):
+        def render_span(self, coeffs, strides, carry, shown=None):
             calls.append(coeffs.cpu().numpy().copy())
-            return super().render_span(coeffs, strides, carry)
+            SHOWN.append(shown)
+            return super().render_span(coeffs, strides, carry, shown=shown)
 
     GENERATORS.names()
     GENERATORS.register(ENGINE)(lambda **kw: Recorded(**kw))
@@ -139,9 +143,14 @@ def test_two_anchors_render_in_one_call_and_take_turns(recorded, tmp_path: Path)
 
 def test_cut_layout_shows_one_anchor_at_a_time(recorded, tmp_path: Path) -> None:
     recorded.clear()
+    SHOWN.clear()
     frames = _frames(_render(tmp_path, _rundown(tmp_path), "--layout", "cut"))
     coeffs = np.concatenate(recorded)
     assert coeffs.shape[1] == 2 and frames.shape[1:] == (SIZE, SIZE, 3) and len(frames) == len(coeffs)
+    # every anchor's motion goes to the generator, which is asked for the speaker's row alone, one a frame
+    shown = np.concatenate(SHOWN)
+    assert len(shown) == len(frames) and [int(x) for i, x in enumerate(shown) if i == 0 or x != shown[i - 1]] == \
+        [0, 1, 0]
     # the picture changes face at the turns: Ben's portrait is Anna's mirrored
     early, late = frames[10].astype(np.float32), frames[len(frames) // 2].astype(np.float32)
     assert np.abs(late - early[:, ::-1]).mean() < np.abs(late - early).mean()

@@ -45,13 +45,13 @@ def recorded():
     calls: list[np.ndarray] = []
 
     class Recorded(BuiltinGenerator):
-        def generate(self, coeffs, features=None):
+        def generate(self, coeffs, features=None, **rows):
             calls.append(coeffs.cpu().numpy().copy())
-            return super().generate(coeffs, features)
+            return super().generate(coeffs, features, **rows)
 
-        def render_span(self, coeffs, strides, carry):
+        def render_span(self, coeffs, strides, carry, **rows):
             calls.append(coeffs.cpu().numpy().copy())
-            return super().render_span(coeffs, strides, carry)
+            return super().render_span(coeffs, strides, carry, **rows)
 
     GENERATORS.names()
     GENERATORS.register(ENGINE)(lambda **kw: Recorded(**kw))

@@ -167,3 +167,16 @@ def test_gpu_bundle_script_parses_and_says_what_is_missing(tmp_path):
 def test_each_script_explains_its_one_command(name):
     doc = load(name).__doc__
     assert f"benchmarks/{name}" in doc
+
+
+def test_two_anchor_render_reads_the_rundown_summary_line():
+    mod = load("two_anchor_render.py")
+    line = ("wrote /tmp/p.mp4 (236 frames, 9.44 s, device cpu, engine builtin, optimizations pyramidal); stage "
+            "seconds (real-time factor): anchor 0.40 s (0.042), speech 2.10 s (0.222), render 30.50 s (3.231); 236 "
+            "frames produced; generate 61.3 ms a frame")
+    got = mod.parse_summary(line)
+    assert (got["frames"], got["programme_s"], got["generate_ms_per_frame"]) == (236, 9.44, 61.3)
+    assert got["stages"]["render"] == {"s": 30.5, "rtf": 3.231} and "generate" not in got["stages"]
+    assert mod.parse_summary(line.split("; 236")[0])["generate_ms_per_frame"] is None
+    a = mod.parse_args(["--layout", "cut", "--short"])
+    assert (a.layout, a.short, a.keep) == ("cut", True, None)

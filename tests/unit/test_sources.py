@@ -307,6 +307,23 @@ def test_offline_program_hands_out_consecutive_chunks_until_the_end() -> None:
     assert titles[0] == "one" and titles[total - 1] == "two"
 
 
+def test_the_speaker_is_known_slot_by_slot_and_held_over_a_gap() -> None:
+    """A turn inside a chunk changes the speaker on its own slot; slots no segment covers (a gap, nothing yet) keep
+    the speaker before them: a programme cut to the speaker does not cut away while nobody speaks."""
+    src = ProgramSource()
+    src.open(FMT)
+    for who, gap, now in ((1, False, 3), (2, False, None), (1, True, None)):
+        item = _item(0.3, f"row {who}")  # 8 slots
+        item.on_air = OnAir(title=item.on_air.title, speaker=who)
+        src.schedule(item, gap=gap, now_slot=now)
+    chunks = []
+    while (c := src.next_chunk(_pace(8))) is not None:
+        chunks.append(c)
+    speakers = np.concatenate([c.speaker_rows() for c in chunks])
+    assert speakers.tolist() == [0] * 3 + [1] * 8 + [2] * 8 + [2] * 12 + [1] * 8
+    assert chunks[1].on_air.speaker == 1 and chunks[1].speaker_rows().tolist() == [1] * 3 + [2] * 5
+
+
 def test_a_fed_program_waits_for_its_next_item_and_forgets_what_it_handed_out() -> None:
     """A long script is spoken while the render runs: the source waits for the next section instead of ending, and
     keeps only the items it has not handed out yet (memory stays bounded whatever the script's length)."""
