@@ -40,6 +40,9 @@ class CastMemberError(AnchorError):
         super().__init__(message)
         self.member = member
 
+    def __reduce__(self):  # pickled whole (a farm task's error travels to the driver this way)
+        return type(self), (self.member, str(self))
+
 
 class SpeechError(StudioError):
     """Text-to-speech failed or was given nothing to say."""

@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from studio.contracts import CastLayout
 from studio.errors import InputError
 
 EXIT_OK, EXIT_PARTIAL = 0, 3
@@ -20,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="worker processes of the cluster started on this machine (default 2; not with --address)")
     p.add_argument("--address", help="join a running cluster at HOST:PORT (`ray start --head` prints it) instead")
     p.add_argument("--anchor", type=Path, help="portrait for rundowns that name none (default: the built-in one)")
+    p.add_argument("--layout", choices=[x.value for x in CastLayout], default=CastLayout.TWO_SHOT.value,
+                   help="rundowns with a cast: two-shot (every anchor on the set side by side, the default) or cut "
+                        "(to whoever speaks), as render --rundown")
     p.add_argument("--gpu-share", type=float, default=0.25,
                    help="on GPU nodes, the fraction of a GPU one segment takes (default 0.25: four share a GPU)")
     p.add_argument("--retries", type=int, default=2, help="times a segment whose worker died is tried again "
@@ -51,8 +55,8 @@ def farm_settings_from(args: argparse.Namespace, core):
         gpu_core = replace(core, device="cuda", optimizations=parse_optimizations(args.optimizations, "cuda",
                                                                                   args.engine))
     return FarmSettings(out_dir=args.out, core=core, gpu_core=gpu_core, workers=args.workers or 2, device=args.device,
-                        address=args.address, anchor_path=args.anchor, gpu_share=args.gpu_share,
-                        max_retries=args.retries)
+                        address=args.address, anchor_path=args.anchor, cast_layout=CastLayout(args.layout),
+                        gpu_share=args.gpu_share, max_retries=args.retries)
 
 
 def run_from_args(args: argparse.Namespace, core) -> int:

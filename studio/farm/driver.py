@@ -122,7 +122,7 @@ def run_farm(settings: FarmSettings, rundowns: list[Path], abort: Callable[[], b
     t_start = time.perf_counter()
     out_dir = Path(settings.out_dir)
     check_out_dir(out_dir)
-    plan = plan_rundowns(rundowns, settings.core, settings.anchor_path)
+    plan = plan_rundowns(rundowns, settings.core, settings.anchor_path, settings.cast_layout)
     cluster = connect(settings)
     try:
         return (yield from _run(settings, plan, cluster, out_dir, abort, t_start, anchor_pack))
@@ -184,29 +184,36 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
     remote_stitch = ray.remote(max_retries=settings.max_retries, num_cpus=1)(worker.stitch_bulletin)
 
     # each portrait's pack, built once into the object store (a cached pack loads in a fraction of a second); its
-    # content key joins the fingerprint, so a portrait replaced under the same name is never served from old files
-    packs: dict[str | None, object] = {}
-    pack_keys: dict[str | None, str] = {}
+    # content key joins the fingerprint, so a portrait replaced under the same name is never served from old files.
+    # A pack is (portrait, presenter px, cast member): a cast shares the presenter's width, so its packs are its own
+    packs: dict[tuple, object] = {}
+    pack_keys: dict[tuple, str] = {}
     if anchor_pack is not None and settings.anchor_path is None:
-        packs[None] = ray.put(anchor_pack)
-    for job in plan.jobs:
-        if job.anchor_path not in packs:
-            packs[job.anchor_path] = remote_pack.remote(job.anchor_path, presenter_px(core))
-    for key, ref in list(packs.items()):  # a portrait without a usable face rejects its segments, named
+        packs[(None, presenter_px(core), None)] = ray.put(anchor_pack)
+    needs = {job.name: job.packs(core) for job in plan.jobs}
+    for spec in (spec for specs in needs.values() for spec in specs):
+        if spec not in packs:
+            packs[spec] = remote_pack.remote(*spec)
+    bad_packs: dict[tuple, str] = {}
+    for spec, ref in list(packs.items()):  # a portrait without a usable face rejects its segments, named
         try:
-            pack_keys[key] = ray.get(ref).key
+            pack_keys[spec] = ray.get(ref).key
         except ray.exceptions.RayTaskError as exc:
-            reason = str(exc.cause) if isinstance(exc.cause, StudioError) else f"the portrait failed ({exc.cause})"
-            failed.extend((job.name, reason) for job in plan.jobs if job.anchor_path == key)
-            del packs[key]
+            cause = getattr(exc, "cause", None)
+            bad_packs[spec] = str(cause) if isinstance(cause, StudioError) else f"the portrait failed ({cause})"
+            del packs[spec]
+    for job in plan.jobs:
+        reason = next((bad_packs[spec] for spec in needs[job.name] if spec in bad_packs), None)
+        if reason is not None:
+            failed.append((job.name, reason))
 
     segs: dict[str, list[_Seg]] = {}
     for name, jobs in plan.bulletins.items():
         store.clear_attempts(out_dir, name)
         segs[name] = []
         for j in jobs:
-            s = _Seg(j, job_fingerprint(j, core, enc_d, pack_keys.get(j.anchor_path, "")))
-            if j.anchor_path not in packs:
+            s = _Seg(j, job_fingerprint(j, core, enc_d, "+".join(pack_keys.get(spec, "") for spec in needs[j.name])))
+            if any(spec not in packs for spec in needs[j.name]):
                 s.status = "failed"
                 s.line = {"segment": j.name, "error": next(r for n, r in failed if n == j.name)}
             segs[name].append(s)
@@ -229,7 +236,7 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
     def submit(s: _Seg):
         s.status = "running"
         return remote_render.remote(s.job, core, encode, str(out_dir), s.fingerprint,
-                                    [packs[s.job.anchor_path]], settings.cpus_per_segment)
+                                    [packs[spec] for spec in needs[s.job.name]], settings.cpus_per_segment)
 
     running: dict[object, _Seg | _Stitch] = {submit(s): s for s in todo}
     made = retries = 0

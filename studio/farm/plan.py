@@ -1,9 +1,13 @@
 """Rundown files -> segment jobs, each with everything a worker needs (and nothing that depends on the worker).
 
-A rundown file is the studio's rundown JSON (``studio.pipeline.rundown``). The farm also reads an optional portrait:
-``"anchor": "PATH"`` on the rundown or on a segment (relative to the rundown file), else ``--anchor``, else the
-built-in one. A segment that cannot be made (unknown voice, missing portrait, empty text) is named in
-``FarmPlan.rejected`` with the reason and left out; the others are made.
+A rundown file is the studio's rundown JSON (``studio.pipeline.rundown``). A rundown without a cast is one anchor:
+the farm reads its optional portrait, ``"anchor": "PATH"`` on the rundown or on a segment (relative to the rundown
+file), else ``--anchor``, else the built-in one. A rundown with a cast (``studio.pipeline.cast``) is rendered as
+``render --rundown`` renders it: every segment's job carries the cast (each member's portrait and voice), its speaker,
+the layout and the rundown's graphics, and a segment's ``"anchor"`` names its speaker. A segment that cannot be made
+(unknown voice, missing portrait, an unknown speaker, empty text) is named in ``FarmPlan.rejected`` with the reason and
+left out; the others are made. A cast member whose portrait is missing is on every picture of its rundown: every
+segment of it is named.
 """
 
 from __future__ import annotations
@@ -11,11 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from studio.contracts import CastLayout
 from studio.errors import InputError, StudioError
-from studio.pipeline.rundown import parse_rundown
+from studio.graphics.look import Graphics
+from studio.pipeline.cast import Member, parse_cast, portrait_problem, segment_voice, speaker_index, speaker_problem
+from studio.pipeline.rundown import Segment, parse_programme_graphics, parse_rundown
 from studio.pipeline.settings import CoreSettings
 
 # Python's hash() is salted per process: seeds come from this digest instead, so every worker agrees.
@@ -31,12 +38,41 @@ class SegmentJob:
     title: str
     text: str
     voice: str
-    anchor_path: str | None  # absolute, or None for the built-in portrait
+    anchor_path: str | None  # absolute, or None for the built-in portrait (a cast: unused)
     seed: int  # idle motion seed: from the bulletin, the index and the base seed only
+    # a rundown with a cast: its anchors (portraits absolute), rows of one warp; empty: one anchor, as above
+    cast: tuple[Member, ...] = ()
+    speaker: str | None = None  # the member who speaks it (None: the first)
+    layout: CastLayout = CastLayout.TWO_SHOT
+    graphics: Graphics | None = None  # the segment's own graphics (a cast rundown)
+    programme_graphics: Graphics | None = None  # the rundown's (a cast rundown)
 
     @property
     def name(self) -> str:
         return f"{self.bulletin}#{self.index + 1}"
+
+    @property
+    def segment(self) -> Segment:
+        """The rundown segment, as ``render --rundown`` reads it."""
+        return Segment(title=self.title, text=self.text, voice=self.voice, graphics=self.graphics,
+                       anchor=self.speaker)
+
+    def settings(self, core: CoreSettings) -> CoreSettings:
+        """The core's settings of this segment: its seed; a cast's programme (cast size, layout)."""
+        from studio.pipeline.programme import programme_settings
+
+        core = replace(core, seed=self.seed)
+        return programme_settings(core, len(self.cast), self.layout) if self.cast else core
+
+    def packs(self, core: CoreSettings) -> tuple[tuple[str | None, int, str | None], ...]:
+        """The anchor packs it needs, in cast order: (portrait or None for the built-in one, presenter px, the cast
+        member's name or None for the one anchor)."""
+        from studio.pipeline.factory import presenter_px
+
+        px = presenter_px(self.settings(core))
+        if not self.cast:
+            return ((self.anchor_path, px, None),)
+        return tuple((str(m.portrait) if m.portrait is not None else None, px, m.name) for m in self.cast)
 
 
 @dataclass(frozen=True)
@@ -102,8 +138,40 @@ def _anchor(raw: object, base: Path, default: Path | None) -> tuple[str | None, 
     return str(path.resolve()), None
 
 
-def plan_rundowns(items: list[Path], core: CoreSettings, default_anchor: Path | None = None) -> FarmPlan:
-    """Read and check every rundown; raise InputError only when nothing at all can be made."""
+def _voice_problem(seg: Segment, cast: tuple[Member, ...]) -> str | None:
+    """Why ``seg`` cannot be spoken by its voice (a cast member's is named), or None."""
+    from studio.speech import check_request
+
+    try:
+        check_request(seg.text, segment_voice(seg, cast))
+    except StudioError as exc:
+        member = cast[speaker_index(cast, seg.anchor)] if cast else None
+        return f"{member.name}'s voice: {exc}" if member is not None and member.voice else str(exc)
+    return None
+
+
+def _cast_jobs(name: str, path: Path, segments: list[Segment], cast: tuple[Member, ...], programme: Graphics,
+               core: CoreSettings, layout: CastLayout, rejected: list[Rejected]) -> list[SegmentJob]:
+    """The jobs of a rundown with a cast (``programme``: its graphics); the segments that cannot be made go to
+    ``rejected``."""
+    cast = tuple(replace(m, portrait=Path(m.portrait).resolve() if m.portrait is not None else None) for m in cast)
+    missing = next((why for m in cast if (why := portrait_problem(m)) is not None), None)
+    jobs: list[SegmentJob] = []
+    for i, seg in enumerate(segments):
+        reason = missing or speaker_problem(cast, seg.anchor, i, path.name) or _voice_problem(seg, cast)
+        if reason is not None:
+            rejected.append(Rejected(name, i, reason))
+            continue
+        jobs.append(SegmentJob(bulletin=name, index=i, title=seg.title, text=seg.text, voice=segment_voice(seg, cast),
+                               anchor_path=None, seed=segment_seed(name, i, core.seed), cast=cast, speaker=seg.anchor,
+                               layout=layout, graphics=seg.graphics, programme_graphics=programme))
+    return jobs
+
+
+def plan_rundowns(items: list[Path], core: CoreSettings, default_anchor: Path | None = None,
+                  layout: CastLayout = CastLayout.TWO_SHOT) -> FarmPlan:
+    """Read and check every rundown; raise InputError only when nothing at all can be made. ``layout``: how a cast
+    is shown (``render --layout``)."""
     from studio.speech import check_request
 
     bulletins: dict[str, list[SegmentJob]] = {}
@@ -116,6 +184,8 @@ def plan_rundowns(items: list[Path], core: CoreSettings, default_anchor: Path | 
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             segments = parse_rundown(data, path.name)
+            cast = parse_cast(data, path.name, base=path.parent)
+            programme = parse_programme_graphics(data, path.name) if cast else Graphics()
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             rejected.append(Rejected(name, -1, f"cannot be read as a rundown ({exc}): fix the file"))
             totals[name] = 0
@@ -123,6 +193,10 @@ def plan_rundowns(items: list[Path], core: CoreSettings, default_anchor: Path | 
         except InputError as exc:
             rejected.append(Rejected(name, -1, str(exc)))
             totals[name] = 0
+            continue
+        if cast:
+            bulletins[name] = _cast_jobs(name, path, segments, cast, programme, core, layout, rejected)
+            totals[name] = len(segments)
             continue
         raw_segments = data["segments"]
         top_anchor, top_reason = _anchor(data.get("anchor"), path.parent, default_anchor)
@@ -157,6 +231,10 @@ def job_fingerprint(job: SegmentJob, core: CoreSettings, encode: dict, pack_key:
     core_d["optimizations"] = sorted(o.value for o in core.optimizations)
     core_d["layout"] = core.layout.value
     core_d.pop("seed", None)  # the job's own seed counts
-    blob = json.dumps({"job": asdict(job), "pack": pack_key, "core": core_d, "encode": encode}, sort_keys=True,
+    job_d = asdict(job)
+    if not job.cast:  # one anchor: the fingerprint it always had, so that a resumed run reuses its segments
+        for key in ("cast", "speaker", "layout", "graphics", "programme_graphics"):
+            job_d.pop(key)
+    blob = json.dumps({"job": job_d, "pack": pack_key, "core": core_d, "encode": encode}, sort_keys=True,
                       default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

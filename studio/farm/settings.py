@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from studio.contracts import CastLayout
 from studio.pipeline.settings import CoreSettings
 
 
@@ -23,19 +24,22 @@ class FarmSettings:
     workers: int = 2  # embedded cluster only: worker processes (one segment each at a time)
     address: str | None = None  # host:port of a running cluster's head
     anchor_path: Path | None = None  # default portrait for rundowns that name none (None = the built-in one)
+    cast_layout: CastLayout = CastLayout.TWO_SHOT  # rundowns with a cast: all on the set, or cut to the speaker
     gpu_share: float = 0.25  # CUDA workers: the fraction of a GPU one segment asks for (0.25: four share one GPU)
     cpus_per_segment: int = 1  # CPU threads of one segment (torch and the encoder); fixed so frames never depend on it
     max_retries: int = 2  # a segment whose worker died is submitted again up to this many times
     connect_timeout_s: float = 5.0  # how long an --address may take to answer
 
 
-def studio_farm_settings(core, out_dir: Path, workers: int = 2, address: str | None = None):
+def studio_farm_settings(core, out_dir: Path, workers: int = 2, address: str | None = None,
+                         cast_layout: CastLayout = CastLayout.TWO_SHOT):
     """Farm settings from the studio's program settings: its picture (size or canvas, fps, engine), rendered with the
     offline defaults (whole chunks, the optimizations that help offline) on CPU workers and, where the cluster has
-    GPUs, on CUDA workers."""
+    GPUs, on CUDA workers; a cast shown as ``cast_layout`` (the rundown panel's choice)."""
     from studio.pipeline.factory import default_optimizations
 
     base = replace(core, chunk_frames=8, batch_frames=8, measure_baseline=False)
     cpu = replace(base, device="cpu", optimizations=default_optimizations("cpu", core.engine))
     gpu = replace(base, device="cuda", optimizations=default_optimizations("cuda", core.engine))
-    return FarmSettings(out_dir=out_dir, core=cpu, gpu_core=gpu, workers=workers, address=address)
+    return FarmSettings(out_dir=out_dir, core=cpu, gpu_core=gpu, workers=workers, address=address,
+                        cast_layout=cast_layout)

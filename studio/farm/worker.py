@@ -3,7 +3,9 @@
 A worker process lives across tasks, so what is loaded once stays loaded: torch and its thread count, the speech
 engines (``studio.speech.registry`` keeps them per process) and the anchor packs. A pack is built once per farm run
 (``build_pack``, a task whose result sits in Ray's object store) and fetched by each worker the first time it needs it:
-its reference travels inside a list so that Ray does not fetch it again for every task.
+its reference travels inside a list so that Ray does not fetch it again for every task. A segment of a rundown with a
+cast gets the list of its members' packs (cast order) and renders as ``render --rundown`` does
+(``studio.pipeline.programme.render_segments``): the anchors rows of one warp, the speaker's row speaking.
 """
 
 from __future__ import annotations
@@ -21,17 +23,22 @@ from studio.errors import StudioError
 log = logging.getLogger(__name__)
 
 _PACKS: OrderedDict[str, object] = OrderedDict()  # object id -> AnchorPack, per worker process, newest last
-_MAX_PACKS = 4  # a worker of a long-lived cluster serves many runs: keep the packs of the last few only
+_MAX_PACKS = 8  # a worker of a long-lived cluster serves many runs: keep the packs of the last few (two casts of four)
 _STATE: dict[str, object] = {"threads": None, "tasks": 0}
 
 
-def build_pack(anchor_path: str | None, output_px: int | None = None):
+def build_pack(anchor_path: str | None, output_px: int | None = None, member: str | None = None):
     """The anchor pack of a portrait at the presenter's size ``output_px``, as ``render`` builds it (a Ray task: the
-    result goes to the object store once). A pack just built and the same pack loaded from the anchor cache render
-    the same frames, so machines with a warm or an empty cache make identical segments."""
-    from studio.presenter.anchor import build_anchor
+    result goes to the object store once); ``member``: the cast member it is, as ``render --rundown`` builds it (its
+    errors name the member). A pack just built and the same pack loaded from the anchor cache render the same frames,
+    so machines with a warm or an empty cache make identical segments."""
+    from studio.pipeline.cast import Member
+    from studio.pipeline.programme import member_pack
 
-    return build_anchor(Path(anchor_path) if anchor_path else None, output_px=output_px)
+    path = Path(anchor_path) if anchor_path else None
+    if member is None:
+        return member_pack(None, output_px, path)
+    return member_pack(Member(name=member, portrait=path), output_px)
 
 
 def _warm(threads: int) -> None:
@@ -42,20 +49,24 @@ def _warm(threads: int) -> None:
         _STATE["threads"] = threads
 
 
-def _pack(box: list):
-    """The pack whose object reference is ``box[0]``: fetched from the object store the first time only (an object
-    id is unique to one run's pack, so a cluster that outlives runs never serves a stale one)."""
-    key = box[0].hex()
-    pack = _PACKS.get(key)
-    if pack is None:
-        import ray
+def _packs(box: list) -> tuple:
+    """The packs whose object references ``box`` holds (one, or a cast's in cast order): each fetched from the object
+    store the first time only (an object id is unique to one run's pack, so a cluster that outlives runs never serves
+    a stale one)."""
+    out = []
+    for ref in box:
+        key = ref.hex()
+        pack = _PACKS.get(key)
+        if pack is None:
+            import ray
 
-        pack = ray.get(box[0])
-        _PACKS[key] = pack
-        while len(_PACKS) > _MAX_PACKS:
-            _PACKS.popitem(last=False)
-    _PACKS.move_to_end(key)
-    return pack
+            pack = ray.get(ref)
+            _PACKS[key] = pack
+        _PACKS.move_to_end(key)
+        out.append(pack)
+    while len(_PACKS) > max(_MAX_PACKS, len(box)):
+        _PACKS.popitem(last=False)
+    return tuple(out)
 
 
 def node_label() -> str:
@@ -87,6 +98,7 @@ def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, thr
     Never raises for a segment that cannot be made: the reason comes back in ``error`` so that the driver keeps
     going with the others. A killed process is what Ray reports to the driver instead (and the driver retries)."""
     from studio.farm import store
+    from studio.pipeline.programme import render_segments
     from studio.pipeline.render import RenderRequest, render_segment
 
     t0 = time.perf_counter()
@@ -98,13 +110,17 @@ def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, thr
     attempt = store.attempt_path(out, job.bulletin, job.index, node, pid)
     try:
         _warm(threads)
-        settings = replace(core, seed=job.seed, device=worker_device(core.device))
+        settings = job.settings(replace(core, device=worker_device(core.device)))
         line["device"] = settings.device
-        anchor = _pack(box)
+        packs = _packs(box)
         store.segment_dir(out, job.bulletin).mkdir(parents=True, exist_ok=True)
-        req = RenderRequest(out_path=attempt, text=job.text, voice=job.voice, title=job.title, core=settings,
-                            encode=encode)
-        gen = render_segment(req, anchor=anchor)
+        if job.cast:  # the programme of render --rundown, this segment alone
+            req = RenderRequest(out_path=attempt, core=settings, encode=encode)
+            gen = render_segments(req, [job.segment], job.cast, packs, job.programme_graphics, job.layout)
+        else:
+            req = RenderRequest(out_path=attempt, text=job.text, voice=job.voice, title=job.title, core=settings,
+                                encode=encode)
+            gen = render_segment(req, anchor=packs[0])
         try:
             while True:
                 next(gen)

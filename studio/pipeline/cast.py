@@ -70,26 +70,42 @@ def parse_cast(data: object, source: str = "rundown", base: Path | None = None) 
     return tuple(out)
 
 
+def speaker_problem(cast: tuple[Member, ...], who: str | None, index: int, source: str = "rundown") -> str | None:
+    """Why segment ``index`` (0-based) cannot be spoken by ``who`` (a rundown without a cast names none), or None."""
+    if who is None:
+        return None
+    if not cast:
+        return (f"Segment {index + 1} of {source} names the anchor {who!r} but the rundown has no cast: add a 'cast' "
+                "or remove 'anchor'.")
+    names = {m.name for m in cast}
+    if who not in names:
+        return (f"Segment {index + 1} of {source} names the anchor {who!r}, who is not in the cast "
+                f"({', '.join(sorted(names))}): fix the name.")
+    return None
+
+
 def check_speakers(cast: tuple[Member, ...], speakers: list[str | None], source: str = "rundown") -> None:
     """Every segment's speaker is a member of the cast (a rundown without a cast names none)."""
-    names = {m.name for m in cast}
     for i, who in enumerate(speakers):
-        if who is None:
-            continue
-        if not cast:
-            raise InputError(f"Segment {i + 1} of {source} names the anchor {who!r} but the rundown has no cast: "
-                             "add a 'cast' or remove 'anchor'.")
-        if who not in names:
-            raise InputError(f"Segment {i + 1} of {source} names the anchor {who!r}, who is not in the cast "
-                             f"({', '.join(sorted(names))}): fix the name.")
+        problem = speaker_problem(cast, who, i, source)
+        if problem is not None:
+            raise InputError(problem)
+
+
+def portrait_problem(member: Member) -> str | None:
+    """Why ``member``'s portrait cannot be read (it names a file that does not exist), or None."""
+    if member.portrait is not None and not Path(member.portrait).is_file():
+        return (f"The portrait of {member.name}, {member.portrait}, does not exist: check the path (relative to the "
+                "rundown file).")
+    return None
 
 
 def check_portraits(cast: tuple[Member, ...]) -> None:
     """Every portrait named exists (before any work)."""
     for m in cast:
-        if m.portrait is not None and not Path(m.portrait).is_file():
-            raise InputError(f"The portrait of {m.name}, {m.portrait}, does not exist: check the path (relative to "
-                             "the rundown file).")
+        problem = portrait_problem(m)
+        if problem is not None:
+            raise InputError(problem)
 
 
 def speaker_index(cast: tuple[Member, ...], who: str | None) -> int:

@@ -7,7 +7,7 @@ generator call a chunk, its anchors the rows (``studio.presenter.cast_warp``), e
 two-shot (all on the set side by side) or cuts to the speaker; the speaker's name strap shows. A rundown without a
 cast is one anchor, as before. The studio puts a cast on air with the same pieces (``programme_settings``,
 ``member_pack``, ``with_name_straps``, ``studio.pipeline.cast_motion.programme_motion``: ``studio.runtime.cast``)
-through its one core.
+through its one core; the render farm renders each segment of a cast rundown through ``render_segments``.
 """
 
 from __future__ import annotations
@@ -92,16 +92,12 @@ def segment_item(segments, cast, i: int, warnings: list[str] | None = None):
 def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastLayout.TWO_SHOT,
                    abort: Callable[[], bool] = lambda: False) -> Generator[RenderProgress, None, RenderResult]:
     """Render the rundown at ``rundown`` to ``req.out_path`` (see the module docstring)."""
-    from studio.graphics.look import CanvasStyle, Graphics
-    from studio.pipeline.cast_motion import programme_motion
     from studio.pipeline.factory import presenter_px
     from studio.pipeline.rundown import load_programme_graphics
-    from studio.pipeline.sources import ProgramSource
 
     segments, cast = check_rundown(rundown)
     core = programme_settings(req.core, len(cast), layout)
     stage: dict[str, float] = {}
-    cpu: dict[str, float] = {}
     c0 = time.process_time()
     t0 = time.perf_counter()
     members = cast or (None,)
@@ -110,7 +106,27 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
         yield RenderProgress("anchor", i / len(members), f"anchor {i + 1} of {len(members)}")
         packs.append(member_pack(m, presenter_px(core), req.anchor_path))
     stage["anchor"] = time.perf_counter() - t0
+    return (yield from render_segments(replace(req, core=core), segments, cast, tuple(packs),
+                                       load_programme_graphics(rundown), layout, abort, stage, c0))
 
+
+def render_segments(req: RenderRequest, segments, cast, packs: tuple, graphics,
+                    layout: CastLayout = CastLayout.TWO_SHOT, abort: Callable[[], bool] = lambda: False,
+                    stage: dict[str, float] | None = None, c0: float | None = None
+                    ) -> Generator[RenderProgress, None, RenderResult]:
+    """``segments`` of a rundown with its ``cast`` as one programme under the rundown's ``graphics``: what
+    ``render_rundown`` does once the rundown is checked and its anchors built. ``packs``: the anchor packs in cast
+    order, built at the presenter's size of ``programme_settings(req.core, len(cast), layout)`` (no cast: the one
+    anchor's). ``stage`` / ``c0``: the seconds measured before and the process time they were counted from. The farm
+    renders each segment of a cast rundown through here, a list of one."""
+    from studio.graphics.look import CanvasStyle, Graphics
+    from studio.pipeline.cast_motion import programme_motion
+    from studio.pipeline.sources import ProgramSource
+
+    stage = {} if stage is None else stage
+    cpu: dict[str, float] = {}
+    c0 = time.process_time() if c0 is None else c0
+    core = programme_settings(req.core, len(cast), layout)
     t0 = time.perf_counter()
     items: list = []
     warnings: list[str] = []
@@ -122,9 +138,8 @@ def render_rundown(req: RenderRequest, rundown: Path, layout: CastLayout = CastL
     stage["speech"] = time.perf_counter() - t0
 
     style = req.canvas_style or CanvasStyle()
-    base = load_programme_graphics(rundown)
     seg_graphics = tuple(s.graphics or Graphics() for s in with_name_straps(segments, cast))
-    style = replace(style, graphics=style.graphics.over(base), segments=seg_graphics)
+    style = replace(style, graphics=style.graphics.over(graphics), segments=seg_graphics)
     req = replace(req, core=core, canvas_style=style, title="")
     motion = programme_motion(len(cast), req.audio_engine, core.seed)
     anchor = tuple(packs) if len(packs) > 1 else packs[0]

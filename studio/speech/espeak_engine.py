@@ -5,10 +5,17 @@ library call our synth callback with the audio and a list of events; PHONEME eve
 phone (pauses have an empty name) and WORD events the character position of each word, both with the sample
 position at which they start. libespeak-ng keeps global state, so one engine per process and a lock around it.
 eSpeak reports no stress in its phoneme events, so ``PhonemeTiming.stress`` is 0 for this engine.
+
+That state also carries from one synthesis into the next (the wave generator's phase, its pitch flutter, its gain:
+statics that no call resets), so the same text came out a little different after other speech, in length too. Before
+each synthesis but the first, the library is therefore unloaded and loaded afresh (``espeak_Terminate``, ``dlclose``:
+its statics start over; about 8 ms): a text and a voice always give the same audio, whatever the process spoke before.
+The render farm's bulletins rely on it (a worker speaks the segments it is given, in any order).
 """
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import ctypes.util
 import logging
@@ -87,12 +94,22 @@ class EspeakEngine:
     name = "espeak"
 
     def __init__(self) -> None:
-        path = ctypes.util.find_library("espeak-ng") or "libespeak-ng.so.1"
+        self._path = ctypes.util.find_library("espeak-ng") or "libespeak-ng.so.1"
+        self._lock = threading.Lock()
+        self._chunks: list[np.ndarray] = []
+        self._events: list[_Raw] = []
+        self._callback = _SynthCallback(self._on_synth)  # keep a reference: the library holds a raw pointer
+        self._lib: ctypes.CDLL | None = None
+        self._available: list[str] | None = None
+        self._start()
+        self._spoken = False  # the library has synthesized since it was loaded (the next synthesis reloads it)
+
+    def _start(self) -> None:
+        """Load and initialize the library: the same state every time (module docstring)."""
         try:
-            self._lib = ctypes.CDLL(path)
+            self._lib = lib = ctypes.CDLL(self._path)
         except OSError as exc:
             raise ModelLoadError("eSpeak NG is not installed: apt-get install libespeak-ng1 espeak-ng-data.") from exc
-        lib = self._lib
         lib.espeak_Initialize.restype = ctypes.c_int
         lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
@@ -106,16 +123,21 @@ class EspeakEngine:
         if rate <= 0:
             raise ModelLoadError("eSpeak NG could not start (espeak-ng-data missing?): reinstall espeak-ng-data.")
         self.sample_rate_hz = int(rate)
-        self._lock = threading.Lock()
-        self._chunks: list[np.ndarray] = []
-        self._events: list[_Raw] = []
-        self._callback = _SynthCallback(self._on_synth)  # keep a reference: the library holds a raw pointer
         lib.espeak_SetSynthCallback(self._callback)
-        self._available = [v for v, (file, _) in _VOICES.items() if lib.espeak_SetVoiceByName(file.encode()) == 0]
+        found = [v for v, (file, _) in _VOICES.items() if lib.espeak_SetVoiceByName(file.encode()) == 0]
+        if self._available is None:
+            self._available = found
         self._current_voice = ""
         # The first synthesis after start-up differs slightly from the later ones: warm up once.
         if self._available:
             self._run("a", self._available[0], SpeechSettings())
+
+    def _restart(self) -> None:
+        """Unload the library (its statics go with it) and load it afresh."""
+        lib, self._lib = self._lib, None
+        lib.espeak_Terminate()
+        _ctypes.dlclose(lib._handle)
+        self._start()
 
     def _on_synth(self, wav: ctypes.POINTER(ctypes.c_short), n: int, events: ctypes.POINTER(_Event)) -> int:  # type: ignore[valid-type]
         if n > 0 and wav:
@@ -156,6 +178,9 @@ class EspeakEngine:
         if voice_id not in self._available:
             raise SpeechError(f"The eSpeak NG voice '{voice_id}' is not available here.")
         with self._lock:
+            if self._spoken:
+                self._restart()
+            self._spoken = True
             pcm, events = self._run(text, voice_id, settings)
         audio = pcm.astype(np.float32) / 32768.0
         peak = float(np.abs(audio).max()) if len(audio) else 0.0

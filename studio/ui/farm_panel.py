@@ -1,5 +1,7 @@
 """The FARM tab: the open rundown (or a folder of rundowns) rendered on Ray, with progress, while the studio runs on.
 
+The open rundown goes to the farm whole, as the studio saves it (its segments, graphics and cast, each segment's
+speaker) with the rundown panel's cast layout, so that a cast renders on the farm as on air.
 The job is ``studio.farm.driver.run_farm``, a generator worker run in a process of its own (``studio.farm.apart``:
 Ray's driver never lives in the studio's process), driven by a ``FarmWorker`` thread: its progress comes back through
 signals (slots run on the GUI thread), and Cancel sets its abort flag (running segments are stopped;
@@ -9,16 +11,26 @@ or a running cluster's head at HOST:PORT.
 
 from __future__ import annotations
 
-import json
 import threading
-from dataclasses import asdict
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
 from PySide6.QtWidgets import (QButtonGroup, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QListWidget,
                                QPlainTextEdit, QProgressBar, QPushButton, QRadioButton, QSpinBox, QVBoxLayout, QWidget)
 
+from studio.contracts import CastLayout
 from studio.errors import StudioError
+
+
+@dataclass(frozen=True)
+class OpenRundown:
+    """The rundown open in the studio, as the FARM tab submits it."""
+
+    segments: list  # studio.pipeline.rundown.Segment, in air order
+    graphics: object = None  # the programme's (studio.graphics.look.Graphics); None: none
+    cast: tuple = ()  # studio.pipeline.cast.Member; empty: one anchor
+    layout: CastLayout = CastLayout.TWO_SHOT
 
 
 class FarmWorker(QThread):
@@ -58,16 +70,17 @@ class FarmWorker(QThread):
 
 
 class FarmPanel(QWidget):
-    """Submit, watch, cancel. ``segments_of()`` gives the open rundown, ``core_of()`` the program's settings (as
+    """Submit, watch, cancel. ``rundown_of()`` gives the open rundown (``OpenRundown``), ``core_of()`` the program's
+    settings (as
     ``studio.farm.settings.studio_farm_settings`` takes them), ``anchor_of()`` the loaded anchor pack.
     ``farm_finished`` is emitted when a job has ended, whichever way."""
 
     farm_finished = Signal()
     START = "Render on the farm"
 
-    def __init__(self, segments_of, core_of, anchor_of, out_dir: Path, parent: QWidget | None = None) -> None:
+    def __init__(self, rundown_of, core_of, anchor_of, out_dir: Path, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._segments_of, self._core_of, self._anchor_of = segments_of, core_of, anchor_of
+        self._rundown_of, self._core_of, self._anchor_of = rundown_of, core_of, anchor_of
         self.worker: FarmWorker | None = None
         self._last_message = ""
 
@@ -175,26 +188,30 @@ class FarmPanel(QWidget):
     def _job(self):
         from studio.errors import InputError
         from studio.farm.settings import studio_farm_settings
+        from studio.pipeline.rundown import save_rundown
 
         out = Path(self.out.text().strip() or ".").expanduser()
         address = self.address.text().strip() if self.remote.isChecked() else None
         if self.remote.isChecked() and not address:
             raise InputError("Give the cluster's HOST:PORT, or choose this machine.")
-        settings = studio_farm_settings(self._core_of(), out, workers=self.workers.value(), address=address)
+        rundown: OpenRundown = self._rundown_of()
+        settings = studio_farm_settings(self._core_of(), out, workers=self.workers.value(), address=address,
+                                        cast_layout=rundown.layout)
         if self.folder_rundowns.isChecked():
             folder = Path(self.folder.text().strip()).expanduser()
             if not folder.is_dir():
                 raise InputError(f"{folder} is not a folder: choose the folder that holds the rundowns.")
             return settings, [folder]
-        segments = self._segments_of()
-        if not segments:
+        if not rundown.segments:
             raise InputError("The rundown is empty: add a segment first.")
         try:
             out.mkdir(parents=True, exist_ok=True)
-            path = out / "studio_rundown.json"
-            path.write_text(json.dumps({"version": 1, "segments": [asdict(s) for s in segments]}, indent=1))
         except OSError as exc:
             raise InputError(f"Cannot write to {out} ({exc.strerror}): choose a folder you may write to.") from exc
+        # portraits as absolute paths: the file lies in the output folder, not beside them
+        cast = tuple(replace(m, portrait=Path(m.portrait).resolve() if m.portrait is not None else None)
+                     for m in rundown.cast)
+        path = save_rundown(list(rundown.segments), out / "studio_rundown.json", graphics=rundown.graphics, cast=cast)
         return settings, [path]
 
     def _progress(self, p) -> None:

@@ -28,7 +28,7 @@ from studio.ui.format_panel import FormatPanel, load_format
 from studio.ui.hud import HudStrip, install_hud
 from studio.ui.leaderboard_panel import LeaderboardPanel
 from studio.ui.compile_panel import CompilePanel
-from studio.ui.farm_panel import FarmPanel
+from studio.ui.farm_panel import FarmPanel, OpenRundown
 from studio.ui.outputs_panel import OutputsPanel
 from studio.ui.preview import PreviewPanel
 from studio.ui.rundown_panel import RundownPanel, Teleprompter
@@ -209,7 +209,7 @@ class MainWindow(QMainWindow):
         self.tools.addTab(self.outputs, "OUTPUTS")
         self.tools.addTab(self.leaderboard, "LEADERBOARD")
         self.tools.addTab(scrolled(self.compile_panel), "COMPILE")
-        self.farm_panel = FarmPanel(self.rundown.segments, lambda: self.runtime.core_settings,
+        self.farm_panel = FarmPanel(self._open_rundown, lambda: self.runtime.core_settings,
                                     lambda: self.runtime.anchor, data_dir() / "farm")
         self.tools.addTab(scrolled(self.farm_panel), "FARM")
         self.tools_dock = self._dock("LIVE OUTPUTS · ENGINES", "tools", self.tools)
@@ -407,6 +407,11 @@ class MainWindow(QMainWindow):
             return
         self.settings.setValue("recording/folder", str(folder))
         self.bridge.send(rt.StartRecording(folder))
+
+    def _open_rundown(self) -> OpenRundown:
+        """The rundown as edited, whole (the FARM tab submits it)."""
+        return OpenRundown(self.rundown.segments(), self.rundown.programme_graphics(), self.rundown.cast(),
+                           self.rundown.cast_form.layout_choice())
 
     def _save_rundown_soon(self) -> None:
         self._rundown_timer.start()

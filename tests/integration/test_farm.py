@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -20,8 +21,9 @@ import pytest
 from studio.encode import probe_mp4
 from studio.farm import store
 from studio.farm.driver import run_farm
+from studio.farm.plan import segment_seed
 from studio.farm.settings import FarmSettings
-from studio.pipeline.render import RenderRequest, render_segment
+from studio.pipeline.render import RenderRequest, render_encode_settings, render_segment
 from studio.pipeline.settings import CoreSettings
 
 pytestmark = pytest.mark.integration
@@ -45,6 +47,25 @@ def _farm(settings: FarmSettings, rundowns: list[Path]):
             next(gen)
     except StopIteration as stop:
         return stop.value
+
+
+def _cast_rundown(folder: Path, name: str, segments: list[dict], ben: str = "ben.png") -> Path:
+    """A rundown of two anchors: Anna (the built-in portrait) and Ben (its mirror image, ``ben``)."""
+    from PIL import Image
+
+    from studio.presenter.anchor import default_portrait
+
+    if not (folder / "ben.png").exists():
+        Image.fromarray(np.ascontiguousarray(default_portrait()[:, ::-1])).save(folder / "ben.png")
+    cast = {"Anna": {"voice": "espeak:en-us"}, "Ben": {"portrait": ben, "voice": "espeak:en-gb"}}
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps({"version": 2, "cast": cast, "segments": segments}))
+    return path
+
+
+def _rgb(path: Path) -> np.ndarray:
+    with av.open(str(path)) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
 
 
 def _video_md5s(path: Path) -> list[str]:
@@ -198,3 +219,65 @@ def test_a_truncated_or_unrecorded_segment_is_never_trusted(tmp_path, default_an
     final.write_bytes(final.read_bytes()[: final.stat().st_size // 2])  # a half-written file under the final name
     assert store.load_done(out, "b", 0, "f") is None
     assert not final.exists() and not store.record_path(out, "b", 0).exists()
+
+
+PANEL = [{"title": "Open", "text": "Good evening, here is the news.", "anchor": "Anna"},
+         {"title": "Rain", "text": "Thank you, Anna. Rain tomorrow.", "anchor": "Ben"}]
+
+
+def test_a_cast_renders_on_the_farm_as_render_rundown_renders_it(tmp_path):
+    import torch
+
+    from studio.cli import main
+    from studio.pipeline.programme import render_rundown
+
+    from PIL import Image
+
+    panel = _cast_rundown(tmp_path, "panel", PANEL)
+    # bad cast entries: a portrait that is not there (named before any work), one without a face (named when its
+    # anchor is built on a worker); no segment of theirs can be made, the others are
+    guest = _cast_rundown(tmp_path, "guest", PANEL, ben="missing.png")
+    Image.new("RGB", (256, 256), (90, 90, 90)).save(tmp_path / "wall.png")
+    wall = _cast_rundown(tmp_path, "wall", PANEL, ben="wall.png")
+    one = _farm(FarmSettings(out_dir=tmp_path / "one", core=CORE, workers=1), [panel, guest, wall])
+    two = _farm(FarmSettings(out_dir=tmp_path / "two", core=CORE, workers=2), [panel, guest, wall])
+    for result in (one, two):
+        assert result.made == 2 and list(result.bulletins) == ["panel"]
+        failed = dict(result.failed)
+        assert sorted(failed) == ["guest#1", "guest#2", "wall#1", "wall#2"]
+        assert all("Ben" in failed[f"guest#{i}"] and "missing.png" in failed[f"guest#{i}"] for i in (1, 2))
+        assert all(failed[f"wall#{i}"].startswith("Ben: ") and "face" in failed[f"wall#{i}"] for i in (1, 2))
+    for name, why in (("guest", "missing.png"), ("wall", "Ben: ")):
+        report = _report(tmp_path / "two", name)
+        assert report["path"] == "" and [s["status"] for s in report["segments"]] == ["failed", "failed"]
+        assert why in report["segments"][0]["error"]
+    assert _video_md5s(one.bulletins["panel"]) == _video_md5s(two.bulletins["panel"])
+
+    # a segment of the farm is render --rundown's programme of that segment alone, frame for frame, with the
+    # farm's seed and encoder (Ben speaks, Anna listens)
+    alone = _cast_rundown(tmp_path, "alone", PANEL[1:])
+    out = tmp_path / "alone.mp4"
+    core = replace(CORE, seed=segment_seed("panel", 1, CORE.seed))
+    encode = replace(render_encode_settings(core), encoder_threads=FarmSettings(out_dir=tmp_path).cpus_per_segment)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(FarmSettings(out_dir=tmp_path).cpus_per_segment)
+    try:
+        gen = render_rundown(RenderRequest(out_path=out, core=core, encode=encode), alone)
+        for _ in gen:
+            pass
+    finally:
+        torch.set_num_threads(threads)
+    assert _video_md5s(out) == _video_md5s(store.final_path(tmp_path / "one", "panel", 1))
+
+    # the whole bulletin: the frames of `render --rundown` of the same file, both presenters on every one
+    ref = tmp_path / "ref.mp4"
+    assert main(["render", "--rundown", str(panel), "--size", "64", "--device", "cpu", "--out", str(ref)]) == 0
+    farm, studio = _rgb(one.bulletins["panel"]).astype(np.float32), _rgb(ref).astype(np.float32)
+    assert farm.shape == studio.shape and farm.shape[1:] == (64, 128, 3)
+    for frames in (farm, studio):
+        left, right = frames[:, :, :64], frames[:, :, 64:]
+        assert np.abs(left - np.median(left, 0)).mean(axis=(1, 2, 3)).max() < 12
+        assert np.abs(right - np.median(right, 0)).mean(axis=(1, 2, 3)).max() < 12
+        assert np.abs(np.median(left, 0) - np.median(right, 0)).mean() > 5  # two faces, not one
+    # the same two presenters in the same places: Anna left, Ben (her mirror image) right
+    assert np.abs(np.median(farm, 0) - np.median(studio, 0)).mean() < 3

@@ -83,6 +83,16 @@ def test_espeak_synthesis() -> None:
     _check_timings(utt)
 
 
+def test_espeak_is_repeatable_whatever_was_spoken_before() -> None:
+    """The render farm relies on it: a worker speaks the segments it is given, after whatever it spoke before."""
+    first = synthesize(TWO_SENTENCES, "espeak:en-gb")
+    synthesize("The council met for three hours tonight?", "espeak:en-us")
+    synthesize("Rain at first, then sun.", "espeak:en-gb")
+    again = synthesize(TWO_SENTENCES, "espeak:en-gb")
+    np.testing.assert_array_equal(again.audio, first.audio)
+    assert again.phonemes == first.phonemes and again.words == first.words
+
+
 def test_unknown_voice() -> None:
     with pytest.raises(VoiceNotFoundError, match="Installed voices: piper:joe, espeak:en-us"):
         synthesize("Hello.", "piper:nobody")

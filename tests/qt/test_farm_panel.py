@@ -11,13 +11,13 @@ from PySide6.QtCore import QTimer
 from studio.encode import probe_mp4
 from studio.pipeline.rundown import Segment
 from studio.pipeline.settings import CoreSettings
-from studio.ui.farm_panel import FarmPanel
+from studio.ui.farm_panel import FarmPanel, OpenRundown
 
 pytestmark = pytest.mark.qt
 
 
 def _panel(qtbot, tmp_path, segments):
-    p = FarmPanel(lambda: segments, lambda: CoreSettings(size_px=64), lambda: None, tmp_path / "farm")
+    p = FarmPanel(lambda: OpenRundown(segments), lambda: CoreSettings(size_px=64), lambda: None, tmp_path / "farm")
     qtbot.addWidget(p)
     return p
 
@@ -65,3 +65,28 @@ def test_cancel_stops_the_run_and_says_how_to_resume(qtbot, tmp_path) -> None:
     assert "cancelled" in panel.status.text() and "resume" in panel.status.text()
     assert panel.button.isEnabled() and not panel.running
     assert not (tmp_path / "farm" / "studio_rundown.mp4").exists()
+
+
+def test_the_open_rundown_goes_to_the_farm_with_its_cast_graphics_and_layout(qtbot, tmp_path, hopper_path) -> None:
+    from studio.contracts import CastLayout
+    from studio.farm.plan import plan_rundowns
+    from studio.graphics.look import Graphics
+    from studio.pipeline.cast import Member
+
+    cast = (Member("Anna", voice="espeak:en-us"), Member("Grace", portrait=hopper_path, voice="piper:joe"))
+    segments = [Segment("Opening", "Good evening.", anchor="Anna"),
+                Segment("Weather", "Rain.", anchor="Grace", graphics=Graphics(headline="Rain"))]
+    panel = FarmPanel(lambda: OpenRundown(segments, Graphics(ticker=("Markets up",)), cast, CastLayout.CUT),
+                      lambda: CoreSettings(size_px=64), lambda: None, tmp_path / "farm")
+    qtbot.addWidget(panel)
+    settings, [path] = panel._job()
+    assert settings.cast_layout is CastLayout.CUT
+    data = json.loads(path.read_text())
+    assert data["cast"]["Grace"] == {"portrait": str(hopper_path.resolve()), "voice": "piper:joe"}
+    assert data["graphics"]["ticker"] == ["Markets up"]
+    # the farm plans it as the studio shows it: the cast on every segment, each with its speaker
+    plan = plan_rundowns([path], settings.core, layout=settings.cast_layout)
+    assert plan.rejected == ()
+    assert [(j.speaker, j.voice, [m.name for m in j.cast]) for j in plan.jobs] == [
+        ("Anna", "espeak:en-us", ["Anna", "Grace"]), ("Grace", "piper:joe", ["Anna", "Grace"])]
+    assert plan.jobs[1].graphics.headline == "Rain" and plan.jobs[0].layout is CastLayout.CUT

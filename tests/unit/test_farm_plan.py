@@ -70,3 +70,84 @@ def test_progress_shows_done_total_eta_and_nodes_once_per_change():
     console.show(p)
     console.show(FarmProgress(3, 8, 1, 2, 66, 124, {"a/1": 2, "b/2": 1}, p.message))  # only the clock moved
     assert out.getvalue().count("3/8 segments") == 1 and out.getvalue().count("news#3 made") == 1
+
+
+def _cast_rundown(folder: Path, name: str, cast: dict, segments: list[dict], **top) -> Path:
+    return _write(folder / f"{name}.json", {"version": 2, "cast": cast, "segments": segments, **top})
+
+
+def test_a_cast_rundown_gives_jobs_that_carry_the_cast(tmp_path, hopper_path):
+    from dataclasses import replace
+
+    from studio.contracts import CastLayout, Layout
+    from studio.farm.plan import job_fingerprint
+
+    shutil.copy(hopper_path, tmp_path / "ben.jpg")
+    rd = _cast_rundown(tmp_path, "panel", {"Anna": {"voice": "espeak:en-us"},
+                                           "Ben": {"portrait": "ben.jpg", "voice": "espeak:en-gb"}}, [
+        {"title": "Open", "text": "Good evening.", "anchor": "Anna"},
+        {"title": "Rain", "text": "Rain at first.", "anchor": "Ben", "graphics": {"headline": "Rain"}},
+        {"title": "Close", "text": "Good night."},  # no speaker: the first member
+    ], graphics={"ticker": ["Markets up"]})
+    core = CoreSettings(layout=Layout.CANVAS, canvas_height_px=720)
+    for layout, px in ((CastLayout.TWO_SHOT, 640), (CastLayout.CUT, 720)):
+        plan = plan_rundowns([rd], core, layout=layout)
+        assert plan.rejected == () and [j.index for j in plan.jobs] == [0, 1, 2]
+        a, b, c = plan.jobs
+        assert [m.name for m in a.cast] == ["Anna", "Ben"] and a.cast[0].portrait is None
+        assert a.cast[1].portrait == (tmp_path / "ben.jpg").resolve()
+        assert (a.speaker, b.speaker, c.speaker) == ("Anna", "Ben", None)
+        assert (a.voice, b.voice, c.voice) == ("espeak:en-us", "espeak:en-gb", "espeak:en-us")
+        assert b.graphics.headline == "Rain" and a.programme_graphics.ticker == ("Markets up",)
+        assert a.layout is layout and a.settings(core).cast_size == 2 and a.settings(core).seed == a.seed
+        # one pack per member, at the programme's presenter size (a two-shot shares the canvas's width)
+        assert a.packs(core) == ((None, px, "Anna"), (str((tmp_path / "ben.jpg").resolve()), px, "Ben"))
+    # a finished segment is reused only for the same speaker and layout
+    fp = job_fingerprint(a, core, {})
+    assert fp != job_fingerprint(replace(a, layout=CastLayout.TWO_SHOT), core, {})
+    assert fp != job_fingerprint(replace(a, speaker="Ben"), core, {})
+
+
+def test_an_old_rundown_is_planned_as_before(tmp_path):
+    import hashlib
+    from dataclasses import asdict
+
+    from studio.farm.plan import job_fingerprint
+
+    rd = _write(tmp_path / "old.json", {"version": 1, "segments": [{"title": "A", "text": "Hello."}]})
+    [job] = plan_rundowns([rd], CoreSettings()).jobs
+    assert job.cast == () and job.anchor_path is None
+    assert job.packs(CoreSettings(size_px=96)) == ((None, 96, None),)
+    assert job.settings(CoreSettings()).cast_size == 1
+    # a one-anchor segment's fingerprint is the one it had before casts (its fields only): a run made then resumes
+    core = CoreSettings()
+    core_d = asdict(core)
+    core_d["optimizations"] = sorted(o.value for o in core.optimizations)
+    core_d["layout"] = core.layout.value
+    core_d.pop("seed")
+    before = {k: getattr(job, k) for k in ("bulletin", "index", "title", "text", "voice", "anchor_path", "seed")}
+    blob = json.dumps({"job": before, "pack": "k", "core": core_d, "encode": {}}, sort_keys=True, default=str)
+    assert job_fingerprint(job, core, {}, "k") == hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def test_bad_cast_entries_are_named_up_front(tmp_path, hopper_path):
+    shutil.copy(hopper_path, tmp_path / "ben.jpg")
+    good_ben = {"portrait": "ben.jpg", "voice": "espeak:en-gb"}
+    rd = _cast_rundown(tmp_path, "bad", {"Anna": {"voice": "piper:nobody"}, "Ben": good_ben}, [
+        {"text": "Hello.", "anchor": "Anna"},
+        {"text": "Hi.", "anchor": "Ben"},
+        {"text": "Who am I?", "anchor": "Zed"},
+    ])
+    lost = _cast_rundown(tmp_path, "lost", {"Anna": {}, "Ben": {"portrait": "missing.png"}},
+                         [{"text": "Hello."}, {"text": "Hi.", "anchor": "Ben"}])
+    crowd = _cast_rundown(tmp_path, "crowd", {n: {} for n in "ABCDE"}, [{"text": "Hello."}])
+    plan = plan_rundowns([rd, lost, crowd], CoreSettings())
+    assert [j.name for j in plan.jobs] == ["bad#2"]
+    reasons = {r.name: r.reason for r in plan.rejected}
+    assert set(reasons) == {"bad#1", "bad#3", "lost#1", "lost#2", "crowd"}
+    assert reasons["bad#1"].startswith("Anna's voice:") and "nobody" in reasons["bad#1"]
+    assert "'Zed'" in reasons["bad#3"] and "not in the cast" in reasons["bad#3"]
+    # a missing portrait is on every picture of its rundown: each segment names it
+    assert all("Ben" in reasons[n] and "missing.png" in reasons[n] for n in ("lost#1", "lost#2"))
+    assert "up to 4" in reasons["crowd"]
+    assert plan.totals == {"bad": 3, "lost": 2, "crowd": 0}
