@@ -259,46 +259,11 @@ def core_settings_from(args: argparse.Namespace, live: bool = False):
     return core
 
 
-def _image_arg(flag: str, path: Path | None) -> str | None:
-    if path is None:
-        return None
-    if not Path(path).is_file():
-        raise InputError(f"{flag} {path}: no such file. Check the path.")
-    return str(path)
-
-
 def _canvas_style(args: argparse.Namespace):
-    """The canvas's look from the picture flags (``studio.graphics.look``)."""
-    from studio.graphics.look import CanvasStyle, Graphics, parse_colour
+    """The canvas's look from the picture flags (``studio.graphics.options``)."""
+    from studio.graphics.options import canvas_style_from
 
-    kw: dict = {}
-    bg = getattr(args, "background", None)
-    chosen = getattr(args, "set_", None)
-    if bg and chosen:
-        raise InputError("--background and --set both choose the set: give one of them.")
-    chosen = chosen or bg
-    if chosen and chosen.startswith("#"):
-        kw["background_rgb"] = parse_colour(chosen, "--background" if bg else "--set")
-    elif chosen and chosen != "builtin":
-        if not Path(chosen).is_file():
-            flag = "--background" if bg else "--set"
-            raise InputError(f"{flag} {chosen}: no such file. Give an image or video file, builtin, or a colour like "
-                             "#10203a.")
-        kw["background_image"] = Path(chosen)
-    ticker = None
-    if getattr(args, "ticker", None) is not None:
-        try:
-            ticker = tuple(t.strip() for t in args.ticker.read_text(encoding="utf-8").splitlines() if t.strip())
-        except FileNotFoundError:
-            raise InputError(f"--ticker {args.ticker}: no such file. Give a text file, one line per item.") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"Cannot read {args.ticker} as UTF-8 text: save the ticker as plain text.") from exc
-    g = Graphics(name=getattr(args, "name", None) or None, role=getattr(args, "role", None) or None,
-                 ticker=ticker or None, clock=bool(getattr(args, "clock", False)) or None,
-                 logo=_image_arg("--logo", getattr(args, "logo", None)), headline=getattr(args, "headline", None),
-                 box_image=_image_arg("--box-image", getattr(args, "box_image", None)))
-    return CanvasStyle(place=getattr(args, "place", None) or "centre", graphics=g,
-                       use_matte=not getattr(args, "framed", False), **kw)
+    return canvas_style_from(args)
 
 
 def _announce(notes) -> None:

@@ -50,13 +50,16 @@ def farm_settings_from(args: argparse.Namespace, core):
         raise InputError(f"--retries {args.retries}: give 0 or more.")
     if args.anchor is not None and not args.anchor.is_file():
         raise InputError(f"Portrait not found: {args.anchor}. Check the path.")
+    from studio.graphics.options import canvas_style_from, with_absolute_paths
+
+    style = with_absolute_paths(canvas_style_from(args))  # a bad flag is this line, before any cluster starts
     gpu_core = None
     if args.device != "cpu":
         gpu_core = replace(core, device="cuda", optimizations=parse_optimizations(args.optimizations, "cuda",
                                                                                   args.engine))
     return FarmSettings(out_dir=args.out, core=core, gpu_core=gpu_core, workers=args.workers or 2, device=args.device,
                         address=args.address, anchor_path=args.anchor, cast_layout=CastLayout(args.layout),
-                        gpu_share=args.gpu_share, max_retries=args.retries)
+                        gpu_share=args.gpu_share, max_retries=args.retries, canvas_style=style)
 
 
 def run_from_args(args: argparse.Namespace, core) -> int:

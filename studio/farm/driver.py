@@ -212,7 +212,8 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
         store.clear_attempts(out_dir, name)
         segs[name] = []
         for j in jobs:
-            s = _Seg(j, job_fingerprint(j, core, enc_d, "+".join(pack_keys.get(spec, "") for spec in needs[j.name])))
+            s = _Seg(j, job_fingerprint(j, core, enc_d, "+".join(pack_keys.get(spec, "") for spec in needs[j.name]),
+                                        settings.canvas_style))
             if any(spec not in packs for spec in needs[j.name]):
                 s.status = "failed"
                 s.line = {"segment": j.name, "error": next(r for n, r in failed if n == j.name)}
@@ -236,7 +237,8 @@ def _run(settings: FarmSettings, plan: FarmPlan, cluster: dict, out_dir: Path, a
     def submit(s: _Seg):
         s.status = "running"
         return remote_render.remote(s.job, core, encode, str(out_dir), s.fingerprint,
-                                    [packs[spec] for spec in needs[s.job.name]], settings.cpus_per_segment)
+                                    [packs[spec] for spec in needs[s.job.name]], settings.cpus_per_segment,
+                                    settings.canvas_style)
 
     running: dict[object, _Seg | _Stitch] = {submit(s): s for s in todo}
     made = retries = 0

@@ -44,8 +44,8 @@ class SegmentJob:
     cast: tuple[Member, ...] = ()
     speaker: str | None = None  # the member who speaks it (None: the first)
     layout: CastLayout = CastLayout.TWO_SHOT
-    graphics: Graphics | None = None  # the segment's own graphics (a cast rundown)
-    programme_graphics: Graphics | None = None  # the rundown's (a cast rundown)
+    graphics: Graphics | None = None  # the segment's own graphics
+    programme_graphics: Graphics | None = None  # the rundown's
 
     @property
     def name(self) -> str:
@@ -63,6 +63,16 @@ class SegmentJob:
 
         core = replace(core, seed=self.seed)
         return programme_settings(core, len(self.cast), self.layout) if self.cast else core
+
+    def canvas_style(self, style):
+        """The look of this segment of one anchor, as ``render --rundown`` shows it (``render_segments``): the
+        command line's ``style`` (a ``CanvasStyle`` or None) over the rundown's graphics, the segment's own over both.
+        A cast's segment goes through ``render_segments`` itself, which combines them the same way."""
+        from studio.graphics.look import CanvasStyle
+
+        style = style or CanvasStyle()
+        g = style.graphics.over(self.programme_graphics or Graphics())
+        return replace(style, graphics=self.graphics.over(g) if self.graphics is not None else g, segments=())
 
     def packs(self, core: CoreSettings) -> tuple[tuple[str | None, int, str | None], ...]:
         """The anchor packs it needs, in cast order: (portrait or None for the built-in one, presenter px, the cast
@@ -185,7 +195,7 @@ def plan_rundowns(items: list[Path], core: CoreSettings, default_anchor: Path | 
             data = json.loads(path.read_text(encoding="utf-8"))
             segments = parse_rundown(data, path.name)
             cast = parse_cast(data, path.name, base=path.parent)
-            programme = parse_programme_graphics(data, path.name) if cast else Graphics()
+            programme = parse_programme_graphics(data, path.name)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             rejected.append(Rejected(name, -1, f"cannot be read as a rundown ({exc}): fix the file"))
             totals[name] = 0
@@ -214,7 +224,8 @@ def plan_rundowns(items: list[Path], core: CoreSettings, default_anchor: Path | 
                 rejected.append(Rejected(name, i, reason))
                 continue
             jobs.append(SegmentJob(bulletin=name, index=i, title=seg.title, text=seg.text, voice=seg.voice,
-                                   anchor_path=anchor, seed=segment_seed(name, i, core.seed)))
+                                   anchor_path=anchor, seed=segment_seed(name, i, core.seed), graphics=seg.graphics,
+                                   programme_graphics=programme))
         bulletins[name] = jobs
         totals[name] = len(segments)
     if not any(bulletins.values()):
@@ -224,17 +235,24 @@ def plan_rundowns(items: list[Path], core: CoreSettings, default_anchor: Path | 
     return FarmPlan(bulletins=bulletins, totals=totals, rejected=tuple(rejected))
 
 
-def job_fingerprint(job: SegmentJob, core: CoreSettings, encode: dict, pack_key: str = "") -> str:
-    """What a finished segment must match to be reused on resume: the job, the portrait's content, the picture and
-    the encoder settings."""
+def job_fingerprint(job: SegmentJob, core: CoreSettings, encode: dict, pack_key: str = "", style=None) -> str:
+    """What a finished segment must match to be reused on resume: the job, the portrait's content, the picture, the
+    encoder settings and, on a canvas, the command line's look ``style`` (a ``CanvasStyle``)."""
+    from studio.contracts import Layout
+    from studio.graphics.look import CanvasStyle
+
     core_d = asdict(core)
     core_d["optimizations"] = sorted(o.value for o in core.optimizations)
     core_d["layout"] = core.layout.value
     core_d.pop("seed", None)  # the job's own seed counts
     job_d = asdict(job)
     if not job.cast:  # one anchor: the fingerprint it always had, so that a resumed run reuses its segments
-        for key in ("cast", "speaker", "layout", "graphics", "programme_graphics"):
+        for key in ("cast", "speaker", "layout"):
             job_d.pop(key)
-    blob = json.dumps({"job": job_d, "pack": pack_key, "core": core_d, "encode": encode}, sort_keys=True,
-                      default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        for key in ("graphics", "programme_graphics"):
+            if not (getattr(job, key) or Graphics()).to_dict():
+                job_d.pop(key)
+    blob = {"job": job_d, "pack": pack_key, "core": core_d, "encode": encode}
+    if core.layout is Layout.CANVAS and style is not None and style != CanvasStyle():
+        blob["style"] = asdict(style)
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from studio.contracts import CastLayout
+from studio.graphics.look import CanvasStyle
 from studio.pipeline.settings import CoreSettings
 
 
@@ -29,6 +30,9 @@ class FarmSettings:
     cpus_per_segment: int = 1  # CPU threads of one segment (torch and the encoder); fixed so frames never depend on it
     max_retries: int = 2  # a segment whose worker died is submitted again up to this many times
     connect_timeout_s: float = 5.0  # how long an --address may take to answer
+    # the canvas's look from the command line (render's --set, --name, --ticker, ...), over each rundown's own
+    # graphics as render --rundown puts it; its files as absolute paths every node can open (None: the plain look)
+    canvas_style: CanvasStyle | None = None
 
 
 def studio_farm_settings(core, out_dir: Path, workers: int = 2, address: str | None = None,

@@ -92,10 +92,11 @@ def worker_device(device: str) -> str:
         return "cpu"
 
 
-def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, threads: int) -> dict:
+def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, threads: int, style=None) -> dict:
     """Render one segment to its own file, verify it, commit it once; returns its report line.
 
-    Never raises for a segment that cannot be made: the reason comes back in ``error`` so that the driver keeps
+    ``style``: the command line's look (a ``CanvasStyle`` or None), under the rundown's and the segment's graphics
+    as ``render --rundown`` puts them. Never raises for a segment that cannot be made: the reason comes back in ``error`` so that the driver keeps
     going with the others. A killed process is what Ray reports to the driver instead (and the driver retries)."""
     from studio.farm import store
     from studio.pipeline.programme import render_segments
@@ -115,11 +116,11 @@ def render_job(job, core, encode, out_dir: str, fingerprint: str, box: list, thr
         packs = _packs(box)
         store.segment_dir(out, job.bulletin).mkdir(parents=True, exist_ok=True)
         if job.cast:  # the programme of render --rundown, this segment alone
-            req = RenderRequest(out_path=attempt, core=settings, encode=encode)
+            req = RenderRequest(out_path=attempt, core=settings, encode=encode, canvas_style=style)
             gen = render_segments(req, [job.segment], job.cast, packs, job.programme_graphics, job.layout)
         else:
             req = RenderRequest(out_path=attempt, text=job.text, voice=job.voice, title=job.title, core=settings,
-                                encode=encode)
+                                encode=encode, canvas_style=job.canvas_style(style))
             gen = render_segment(req, anchor=packs[0])
         try:
             while True:

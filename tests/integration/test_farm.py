@@ -281,3 +281,53 @@ def test_a_cast_renders_on_the_farm_as_render_rundown_renders_it(tmp_path):
         assert np.abs(np.median(left, 0) - np.median(right, 0)).mean() > 5  # two faces, not one
     # the same two presenters in the same places: Anna left, Ben (her mirror image) right
     assert np.abs(np.median(farm, 0) - np.median(studio, 0)).mean() < 3
+
+
+def test_the_command_lines_look_is_on_every_segment_over_the_rundowns_graphics(tmp_path):
+    """render's look flags on the farm (as FarmSettings carries them): the set colour, the name strap and the ticker
+    on the frames, under the rundown's and the segment's own graphics as render --rundown puts them; each segment
+    is the one a single process renders with that look, frame for frame, whichever worker made it."""
+    import torch
+
+    from studio.contracts import Layout
+    from studio.graphics.look import CanvasStyle, Graphics
+
+    green = (16, 192, 64)
+    rd = tmp_path / "look.json"
+    rd.write_text(json.dumps({"version": 2, "graphics": {"role": "Chief editor", "name": "Desk"}, "segments": [
+        {"title": "Open", "text": "Good evening."},
+        {"title": "Guest", "text": "Good night.", "graphics": {"name": "Guest"}}]}))
+    core = CoreSettings(size_px=64, layout=Layout.CANVAS, canvas_height_px=144, fps=25.0)
+    cli = CanvasStyle(background_rgb=green, graphics=Graphics(name="Ada Lovelace", ticker=("Rain at noon",)))
+    result = _farm(FarmSettings(out_dir=tmp_path / "out", core=core, workers=2, canvas_style=cli), [rd])
+    assert result.made == 2 and result.failed == ()
+    frames = _rgb(result.bulletins["look"]).astype(int)
+    assert frames.shape[1:] == (144, 256, 3)
+    assert np.abs(frames[:, 2:10, 2:10] - green).max() <= 8  # the set is the colour given, in every frame
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(FarmSettings(out_dir=tmp_path).cpus_per_segment)
+    try:
+        for i, (text, name) in enumerate((("Good evening.", "Ada Lovelace"), ("Good night.", "Guest"))):
+            seg_core = replace(core, seed=segment_seed("look", i, core.seed))
+            encode = replace(render_encode_settings(seg_core),
+                             encoder_threads=FarmSettings(out_dir=tmp_path).cpus_per_segment)
+            title = ("Open", "Guest")[i]
+            looks = {"with": replace(cli, graphics=Graphics(name=name, role="Chief editor", ticker=("Rain at noon",))),
+                     "without": None}
+            made = {}
+            for key, style in looks.items():
+                out = tmp_path / f"{key}{i}.mp4"
+                for _ in render_segment(RenderRequest(out_path=out, text=text, title=title, core=seg_core,
+                                                      encode=encode, canvas_style=style)):
+                    pass
+                made[key] = out
+            farm_seg = store.final_path(tmp_path / "out", "look", i)
+            assert _video_md5s(farm_seg) == _video_md5s(made["with"])
+            plain, look = _rgb(made["without"]).astype(int), _rgb(farm_seg).astype(int)
+            # the graphics' places differ from the plain look's: the name strap (lower left), the ticker (bottom)
+            strap = np.abs(look[:, 110:125, 10:130] - plain[:, 110:125, 10:130]).max(-1) > 40
+            ticker = np.abs(look[:, 134:142] - plain[:, 134:142]).max(-1) > 40
+            assert strap.mean() > 0.3 and ticker.mean() > 0.3
+    finally:
+        torch.set_num_threads(threads)

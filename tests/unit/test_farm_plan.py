@@ -151,3 +151,59 @@ def test_bad_cast_entries_are_named_up_front(tmp_path, hopper_path):
     assert all("Ben" in reasons[n] and "missing.png" in reasons[n] for n in ("lost#1", "lost#2"))
     assert "up to 4" in reasons["crowd"]
     assert plan.totals == {"bad": 3, "lost": 2, "crowd": 0}
+
+
+def test_the_command_lines_look_goes_under_the_rundowns_graphics_as_render_rundown_puts_it(tmp_path):
+    from dataclasses import replace
+
+    from studio.contracts import Layout
+    from studio.farm.plan import job_fingerprint
+    from studio.graphics.look import CanvasStyle, Graphics
+
+    rd = _write(tmp_path / "news.json", {"version": 2, "graphics": {"role": "Chief editor", "name": "Desk"},
+                                         "segments": [{"title": "A", "text": "Hello."},
+                                                      {"title": "B", "text": "Bye.", "graphics": {"name": "Guest"}}]})
+    a, b = plan_rundowns([rd], CoreSettings()).jobs
+    cli = CanvasStyle(background_rgb=(16, 192, 64), place="left", graphics=Graphics(name="Ada", ticker=("Rain",)))
+    # the command line over the rundown's, the segment's own over both (``render_segments``'s rule)
+    assert a.canvas_style(cli) == replace(cli, graphics=Graphics(name="Ada", role="Chief editor", ticker=("Rain",)))
+    assert b.canvas_style(cli).graphics == Graphics(name="Guest", role="Chief editor", ticker=("Rain",))
+    assert a.canvas_style(None) == CanvasStyle(graphics=Graphics(name="Desk", role="Chief editor"))
+
+    # a finished segment is reused only under the same look; a plain look, or a square picture (where the look is
+    # not drawn), keeps the fingerprint a run without one had
+    canvas = CoreSettings(layout=Layout.CANVAS)
+    plain = job_fingerprint(a, canvas, {})
+    assert job_fingerprint(a, canvas, {}, style=cli) != plain
+    assert job_fingerprint(a, canvas, {}, style=CanvasStyle()) == plain
+    assert job_fingerprint(a, CoreSettings(), {}, style=cli) == job_fingerprint(a, CoreSettings(), {})
+    old = plan_rundowns([_write(tmp_path / "old.json", {"segments": [{"title": "A", "text": "Hello."}]})],
+                        CoreSettings()).jobs[0]
+    assert old.graphics is None and old.programme_graphics == Graphics()
+
+
+def test_farm_checks_the_look_flags_before_any_cluster_and_gives_workers_absolute_paths(tmp_path, monkeypatch,
+                                                                                        capsys):
+    from studio.cli import main
+
+    rd = _write(tmp_path / "news.json", {"segments": [{"title": "A", "text": "Hello."}]})
+    out = tmp_path / "out"
+    assert main(["farm", str(rd), "--out", str(out), "--canvas", "720p", "--logo", str(tmp_path / "no.png")]) == 2
+    assert capsys.readouterr().err == f"error: --logo {tmp_path / 'no.png'}: no such file. Check the path.\n"
+    assert not out.exists()
+
+    import argparse
+
+    from studio.cli import _build_parser
+    from studio.farm.command import farm_settings_from
+
+    (tmp_path / "logo.png").write_bytes(b"")
+    (tmp_path / "ticker.txt").write_text("Rain at noon\n\nSun later\n")
+    monkeypatch.chdir(tmp_path)
+    args = _build_parser().parse_args(["farm", "news.json", "--out", "out", "--canvas", "720p", "--logo", "logo.png",
+                                       "--ticker", "ticker.txt", "--name", "Ada", "--set", "#10c040", "--framed"])
+    assert isinstance(args, argparse.Namespace)
+    style = farm_settings_from(args, CoreSettings()).canvas_style
+    assert style.graphics.logo == str(tmp_path / "logo.png") and Path(style.graphics.logo).is_absolute()
+    assert style.graphics.ticker == ("Rain at noon", "Sun later") and style.graphics.name == "Ada"
+    assert style.background_rgb == (16, 192, 64) and style.use_matte is False
