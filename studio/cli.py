@@ -457,6 +457,7 @@ def _interview_request(args: argparse.Namespace):
         return None
     if args.script is None and args.text is None:
         raise InputError("--interview needs the host's script: give --script FILE or --text \"...\".")
+    from studio.graphics.options import image_arg
     from studio.pipeline.interview import InterviewRequest, split_turns
     from studio.speech import check_request
 
@@ -465,8 +466,8 @@ def _interview_request(args: argparse.Namespace):
     if not turns:
         raise InputError("The host's script is empty: write what the host says.")
     check_request(" ".join(turns), args.voice)
-    _image_arg("--guest-portrait", args.guest_portrait)
-    _image_arg("--anchor", args.anchor)
+    image_arg("--guest-portrait", args.guest_portrait)
+    image_arg("--anchor", args.anchor)
     return InterviewRequest(turns=turns, voice=args.voice, host_portrait=args.anchor,
                             guest_portrait=args.guest_portrait, layout=CastLayout(args.layout))
 

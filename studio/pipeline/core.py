@@ -36,7 +36,6 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np

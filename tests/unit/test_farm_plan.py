@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from studio.errors import InputError
-from studio.farm import store
 from studio.farm.plan import plan_rundowns, segment_seed
 from studio.pipeline.settings import CoreSettings
 
