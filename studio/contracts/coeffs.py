@@ -35,6 +35,9 @@ class Coeff(IntEnum):
 
 N_COEFFS = len(Coeff)
 MOUTH_COEFFS = (Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND, Coeff.LIP_SPREAD, Coeff.LIP_PRESS)
+# The coefficients that open the lips: where they are all at rest the mouth is closed, whatever LIP_SPREAD (a closed
+# smile) and LIP_PRESS (lips thinned) do to its shape.
+OPENING_COEFFS = (Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND)
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ def _cast_jobs(name: str, path: Path, segments: list[Segment], cast: tuple[Membe
                core: CoreSettings, layout: CastLayout, rejected: list[Rejected]) -> list[SegmentJob]:
     """The jobs of a rundown with a cast (``programme``: its graphics); the segments that cannot be made go to
     ``rejected``."""
-    cast = tuple(replace(m, portrait=Path(m.portrait).resolve() if m.portrait is not None else None) for m in cast)
+    cast = tuple(m.resolved() for m in cast)
     missing = next((why for m in cast if (why := portrait_problem(m)) is not None), None)
     jobs: list[SegmentJob] = []
     for i, seg in enumerate(segments):

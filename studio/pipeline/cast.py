@@ -7,7 +7,7 @@ per segment (left out: the first member). A rundown without a cast has one ancho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from studio.errors import InputError
@@ -22,6 +22,10 @@ class Member:
     name: str
     portrait: Path | None = None  # None: the built-in presenter
     voice: str | None = None  # engine:voice; None: each segment's own voice
+
+    def resolved(self) -> "Member":
+        """This member with its portrait as an absolute path (for a file read from another folder or process)."""
+        return replace(self, portrait=Path(self.portrait).resolve()) if self.portrait is not None else self
 
     def to_dict(self, base: Path | None = None) -> dict:
         out: dict = {}

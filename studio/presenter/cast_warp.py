@@ -27,18 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from studio.contracts.coeffs import Coeff
+from studio.contracts.coeffs import OPENING_COEFFS, Coeff
 from studio.errors import RenderError
 from studio.presenter.renderer import WarpRenderer, _gradient, _pix_to_norm
 
 
 def _stack(faces, name: str) -> torch.Tensor:
     return torch.stack([getattr(f, name) for f in faces])
-
-
-# The coefficients that open the lips: where they are all at rest the mouth is closed, whatever LIP_SPREAD (a closed
-# smile) and LIP_PRESS (lips thinned) do to its shape.
-OPENING_COEFFS = (int(Coeff.JAW_OPEN), int(Coeff.LIP_PART), int(Coeff.LIP_ROUND))
 
 
 class CastWarp(nn.Module):
@@ -140,7 +135,7 @@ class CastWarp(nn.Module):
     def _backward_map(self, targets: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """R x V x 2 vertex targets -> R x S x S x 2 sampling grid and R x 1 x S x S mask (``WarpRenderer``'s
         ``backward_map`` for every anchor's rows in one pass)."""
-        r, g, a = targets.shape[0], self.field, self.rows
+        r, g = targets.shape[0], self.field
         src = torch.cat([self.lm_src[:, :, :2], self.frame_src], 1)  # A x V x 2
         disp = targets - self._per_row(src, k)  # R x V x 2
         idx = self._per_row(self.tri_idx, k).view(r, -1, 1).expand(-1, -1, 2)  # R x G*G*3 x 2
@@ -210,7 +205,7 @@ class CastWarp(nn.Module):
         else:
             frames = torch.lerp(self._per_row(self.background, k), warped, m)
         full = self._landmarks_rows(c, k)
-        closed = (c[:, list(OPENING_COEFFS)].abs().amax(1) == 0).view(a, k).all(1).tolist()
+        closed = (c[:, [int(x) for x in OPENING_COEFFS]].abs().amax(1) == 0).view(a, k).all(1).tolist()
         rest = jaw = full
         if not all(closed):
             rest = self._landmarks_rows(c, k, mouth_scale=0.0)

@@ -20,7 +20,7 @@ from torch import nn
 from studio.errors import RenderError
 from studio.presenter import landmarks as lm
 from studio.presenter.anchor import AnchorPack, lip_seam_px, teeth_layer
-from studio.contracts.coeffs import N_COEFFS, Coeff
+from studio.contracts.coeffs import N_COEFFS, OPENING_COEFFS, Coeff
 from studio.presenter.rig import LOCAL_COEFFS, SMILE_OPEN_RANGE, build_rig
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,18 @@ def _gradient(f: torch.Tensor, dim: int, spacing: float) -> torch.Tensor:
     return torch.cat([first, mid, last], dim)
 
 
+# columns of the local weights (LOCAL_COEFFS order): the lips' opening, and the spread the smile lift follows
+_OPENING_W = tuple(LOCAL_COEFFS.index(c) for c in OPENING_COEFFS)
+_SPREAD_W = LOCAL_COEFFS.index(Coeff.LIP_SPREAD)
+
+
 def smile_weight(w: torch.Tensor) -> torch.Tensor:
     """B weights of the rig's smile lift from B x len(LOCAL_COEFFS) clamped local weights: the spread while the
     mouth is closed, fading out (smoothstep) as the jaw, the lips' parting and rounding open it (over
     SMILE_OPEN_RANGE), so that the spread of speech keeps its own shape."""
-    closed = (1 - (w[:, 0] + w[:, 1] + w[:, 2]) / SMILE_OPEN_RANGE).clamp(0, 1)
-    return w[:, 3].clamp(0, 1) * closed * closed * (3 - 2 * closed)
+    jaw, part, round_ = _OPENING_W
+    closed = (1 - (w[:, jaw] + w[:, part] + w[:, round_]) / SMILE_OPEN_RANGE).clamp(0, 1)
+    return w[:, _SPREAD_W].clamp(0, 1) * closed * closed * (3 - 2 * closed)
 
 
 def _pix_to_norm(p: torch.Tensor, size: int) -> torch.Tensor:

@@ -12,7 +12,7 @@ or a running cluster's head at HOST:PORT.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
@@ -209,8 +209,7 @@ class FarmPanel(QWidget):
         except OSError as exc:
             raise InputError(f"Cannot write to {out} ({exc.strerror}): choose a folder you may write to.") from exc
         # portraits as absolute paths: the file lies in the output folder, not beside them
-        cast = tuple(replace(m, portrait=Path(m.portrait).resolve() if m.portrait is not None else None)
-                     for m in rundown.cast)
+        cast = tuple(m.resolved() for m in rundown.cast)
         path = save_rundown(list(rundown.segments), out / "studio_rundown.json", graphics=rundown.graphics, cast=cast)
         return settings, [path]
 

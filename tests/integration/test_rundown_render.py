@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.contracts.coeffs import Coeff
+from studio.contracts.coeffs import OPENING_COEFFS, Coeff
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +85,7 @@ def _render(tmp_path: Path, rundown: Path, *extra: str) -> Path:
 
 def _mouth(c: np.ndarray) -> np.ndarray:
     """How far the mouth is open (a listener's small smile spreads closed lips: not counted)."""
-    return np.abs(c[..., [Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND]]).sum(-1)
+    return np.abs(c[..., list(OPENING_COEFFS)]).sum(-1)
 
 
 def _nods(pitch: np.ndarray, fps: float) -> int:

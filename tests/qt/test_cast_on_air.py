@@ -18,7 +18,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
 from studio.contracts import CastLayout
-from studio.contracts.coeffs import Coeff
+from studio.contracts.coeffs import OPENING_COEFFS
 from studio.pipeline.rundown import Segment
 from studio.pipeline.settings import CoreSettings
 from studio.pipeline.telemetry import RuntimeState
@@ -112,7 +112,7 @@ def _rename(qtbot, row, name: str) -> None:
 
 def _mouth(c: np.ndarray) -> np.ndarray:
     """How far the mouth is open (a listener's small smile spreads closed lips: not counted)."""
-    return np.abs(c[..., [Coeff.JAW_OPEN, Coeff.LIP_PART, Coeff.LIP_ROUND]]).sum(-1)
+    return np.abs(c[..., list(OPENING_COEFFS)]).sum(-1)
 
 
 def _frame(w: MainWindow) -> np.ndarray:
