@@ -31,7 +31,10 @@ def measure(name: str, size: int) -> dict:
 
     from studio.presenter import landmarks as lm
     from studio.presenter.anchor import build_anchor
-    from studio.contracts.coeffs import N_COEFFS
+    try:
+        from studio.contracts.coeffs import N_COEFFS
+    except ImportError:  # a checkout from before the contracts package (the --before side)
+        from studio.presenter.coeffs import N_COEFFS
     from studio.presenter.renderer import Presenter, RenderSettings
 
     source = None if name == "astronaut" else Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
