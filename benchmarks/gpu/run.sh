@@ -18,9 +18,10 @@
 #   startup         `render --device cuda --canvas 1080p --fps 60` of a 10-s clip (the bench program's audio), twice
 #                   on a fresh copy of the data folder (no TorchInductor cache): the first run compiles and fills the
 #                   cache, the second loads it; each prints its stage seconds and its time to the first frame
-#   tests           the GPU tests (`python3 -m pytest tests/gpu`) but the engines' file: the quick files, then the
-#                   compile tests
-#   tests-engines   the engines' GPU tests (tests/gpu/test_generators_cuda.py: the twins, the Wan DiT's compile)
+#   tests           the GPU tests (`python3 -m pytest tests/gpu`) but the engines' file, in six worker processes
+#                   where pytest-xdist is installed
+#   tests-engines   the engines' GPU tests (tests/gpu/test_generators_cuda.py: the twins, the Wan DiT's compile), in
+#                   three worker processes where pytest-xdist is installed
 #   picture         the canvas at 1080p60 with the matte, the news set and the graphics against the framed photo on a
 #                   plain set (benchmarks/matte_graphics_cost.py: wall and GPU ms a frame)
 # Writes JSON (and PNG charts) under $OUT, or benchmarks/gpu/out when OUT is unset, and prints a summary.
@@ -56,6 +57,10 @@ step() {  # step NAME MAXSECONDS CMD...: CMD under timeout min(MAXSECONDS, time 
 nvidia-smi -L
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
 PROGRAM=.gpu_home/bench_program.npz
+T="python3 -m pytest -v --tb=short -rfE -p no:cacheprovider"
+xdist() {  # xdist N: pytest's options for N worker processes, none without pytest-xdist
+  python3 -c "import xdist" 2>/dev/null && echo "-n $1"
+}
 LB="python3 main.py bench --leaderboard --device cuda --fps 60 --seconds 1 --shares --program $PROGRAM"
 case $SUITE in
   core)
@@ -66,13 +71,11 @@ case $SUITE in
   dit)
     step dit_parts 560 python3 benchmarks/gpu/dit_parts.py --program $PROGRAM --json "$O/dit_parts.json" ;;
   tests)
-    # the quick files first, then the compile tests (about 30 s each): a timeout there still leaves the others'
-    # verdicts and tracebacks; the engines' file is a call of its own (tests-engines)
-    T="python3 -m pytest -v --tb=short -rfE -p no:cacheprovider"
-    step tests_gpu 200 $T $(ls tests/gpu/test_*.py | grep -v -e generators -e compile)
-    step tests_gpu_compile 360 $T tests/gpu/test_compile_cuda.py ;;
+    # the quick files and the compile tests in one pytest, spread over worker processes where pytest-xdist is there
+    # (the compile tests are mostly TorchInductor on the CPU); the engines' file is a call of its own (tests-engines)
+    step tests_gpu 560 $T $(xdist 6) $(ls tests/gpu/test_*.py | grep -v generators) ;;
   tests-engines)
-    step tests_gpu_engines 560 python3 -m pytest -v --tb=short -rfE -p no:cacheprovider tests/gpu/test_generators_cuda.py ;;
+    step tests_gpu_engines 560 $T $(xdist 3) tests/gpu/test_generators_cuda.py ;;
   picture)
     step matte_graphics_1080p60 200 python3 benchmarks/matte_graphics_cost.py --device cuda --canvas 1080 --fps 60 \
       --json "$O/matte_graphics_cost.json" ;;
