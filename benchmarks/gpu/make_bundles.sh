@@ -45,8 +45,8 @@ from studio.presenter.anchor import build_anchor
 
 hopper = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
 # the packs the GPU runs put on air (the device has no MediaPipe to build them): the tests' default size, and both
-# portraits at the 1080p canvas's presenter size
-for px in (None, 1080):
+# portraits at the 1080p canvas's presenter size alone and in a cast of four (benchmarks/gpu/cast_core.py)
+for px in (None, 480, 1080):
     build_anchor(output_px=px)
     build_anchor(hopper, output_px=px)
 import torch
