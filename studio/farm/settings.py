@@ -36,14 +36,18 @@ class FarmSettings:
 
 
 def studio_farm_settings(core, out_dir: Path, workers: int = 2, address: str | None = None,
-                         cast_layout: CastLayout = CastLayout.TWO_SHOT):
+                         cast_layout: CastLayout = CastLayout.TWO_SHOT, canvas_style: CanvasStyle | None = None):
     """Farm settings from the studio's program settings: its picture (size or canvas, fps, engine), rendered with the
     offline defaults (whole chunks, the optimizations that help offline) on CPU workers and, where the cluster has
-    GPUs, on CUDA workers; a cast shown as ``cast_layout`` (the rundown panel's choice)."""
+    GPUs, on CUDA workers; a cast shown as ``cast_layout`` (the rundown panel's choice); the canvas as the studio
+    shows it (``canvas_style``: its set; the graphics travel in the rundown file), its files as absolute paths."""
+    from studio.graphics.options import with_absolute_paths
+
     from studio.pipeline.factory import default_optimizations
 
     base = replace(core, chunk_frames=8, batch_frames=8, measure_baseline=False)
     cpu = replace(base, device="cpu", optimizations=default_optimizations("cpu", core.engine))
     gpu = replace(base, device="cuda", optimizations=default_optimizations("cuda", core.engine))
     return FarmSettings(out_dir=out_dir, core=cpu, gpu_core=gpu, workers=workers, address=address,
-                        cast_layout=cast_layout)
+                        cast_layout=cast_layout,
+                        canvas_style=with_absolute_paths(canvas_style) if canvas_style is not None else None)

@@ -71,16 +71,17 @@ class FarmWorker(QThread):
 
 class FarmPanel(QWidget):
     """Submit, watch, cancel. ``rundown_of()`` gives the open rundown (``OpenRundown``), ``core_of()`` the program's
-    settings (as
-    ``studio.farm.settings.studio_farm_settings`` takes them), ``anchor_of()`` the loaded anchor pack.
-    ``farm_finished`` is emitted when a job has ended, whichever way."""
+    settings (as ``studio.farm.settings.studio_farm_settings`` takes them), ``anchor_of()`` the loaded anchor pack,
+    ``style_of()`` the canvas's look as the studio shows it (its set; None: the plain look). ``farm_finished`` is
+    emitted when a job has ended, whichever way."""
 
     farm_finished = Signal()
     START = "Render on the farm"
 
-    def __init__(self, rundown_of, core_of, anchor_of, out_dir: Path, parent: QWidget | None = None) -> None:
+    def __init__(self, rundown_of, core_of, anchor_of, out_dir: Path, parent: QWidget | None = None,
+                 style_of=lambda: None) -> None:
         super().__init__(parent)
-        self._rundown_of, self._core_of, self._anchor_of = rundown_of, core_of, anchor_of
+        self._rundown_of, self._core_of, self._anchor_of, self._style_of = rundown_of, core_of, anchor_of, style_of
         self.worker: FarmWorker | None = None
         self._last_message = ""
 
@@ -196,7 +197,7 @@ class FarmPanel(QWidget):
             raise InputError("Give the cluster's HOST:PORT, or choose this machine.")
         rundown: OpenRundown = self._rundown_of()
         settings = studio_farm_settings(self._core_of(), out, workers=self.workers.value(), address=address,
-                                        cast_layout=rundown.layout)
+                                        cast_layout=rundown.layout, canvas_style=self._style_of())
         if self.folder_rundowns.isChecked():
             folder = Path(self.folder.text().strip()).expanduser()
             if not folder.is_dir():

@@ -210,7 +210,7 @@ class MainWindow(QMainWindow):
         self.tools.addTab(self.leaderboard, "LEADERBOARD")
         self.tools.addTab(scrolled(self.compile_panel), "COMPILE")
         self.farm_panel = FarmPanel(self._open_rundown, lambda: self.runtime.core_settings,
-                                    lambda: self.runtime.anchor, data_dir() / "farm")
+                                    lambda: self.runtime.anchor, data_dir() / "farm", style_of=self._farm_style)
         self.tools.addTab(scrolled(self.farm_panel), "FARM")
         self.tools_dock = self._dock("LIVE OUTPUTS · ENGINES", "tools", self.tools)
         self.rundown_dock = self._dock("RUNDOWN", "rundown", self.rundown)
@@ -412,6 +412,12 @@ class MainWindow(QMainWindow):
         """The rundown as edited, whole (the FARM tab submits it)."""
         return OpenRundown(self.rundown.segments(), self.rundown.programme_graphics(), self.rundown.cast(),
                            self.rundown.cast_form.layout_choice())
+
+    def _farm_style(self):
+        """The canvas's set as the studio shows it, for the FARM tab (the graphics travel in the rundown file)."""
+        from studio.graphics.look import CanvasStyle
+
+        return CanvasStyle(background_image=self.runtime.settings.canvas_background)
 
     def _save_rundown_soon(self) -> None:
         self._rundown_timer.start()

@@ -4,6 +4,7 @@ window keeps handling events; an unreachable cluster is one clear line."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QTimer
@@ -90,3 +91,31 @@ def test_the_open_rundown_goes_to_the_farm_with_its_cast_graphics_and_layout(qtb
     assert [(j.speaker, j.voice, [m.name for m in j.cast]) for j in plan.jobs] == [
         ("Anna", "espeak:en-us", ["Anna", "Grace"]), ("Grace", "piper:joe", ["Anna", "Grace"])]
     assert plan.jobs[1].graphics.headline == "Rain" and plan.jobs[0].layout is CastLayout.CUT
+
+
+def test_the_farm_renders_on_the_studio_set(qtbot, tmp_path, monkeypatch) -> None:
+    """The studio's set (a picture the producer chose) goes with the job, its path absolute for every node, and each
+    segment's look keeps it beside the rundown's graphics."""
+    import numpy as np
+    from PIL import Image
+
+    from studio.farm.plan import plan_rundowns
+    from studio.graphics.look import CanvasStyle, Graphics
+
+    monkeypatch.chdir(tmp_path)
+    Image.fromarray(np.full((90, 160, 3), 40, np.uint8)).save(tmp_path / "set.png")
+    segments = [Segment("Opening", "Good evening.")]
+    panel = FarmPanel(lambda: OpenRundown(segments, Graphics(ticker=("Markets up",))),
+                      lambda: CoreSettings(size_px=64), lambda: None, tmp_path / "farm",
+                      style_of=lambda: CanvasStyle(background_image=Path("set.png")))
+    qtbot.addWidget(panel)
+    settings, [path] = panel._job()
+    assert settings.canvas_style.background_image == tmp_path / "set.png"
+    assert settings.canvas_style.background_image.is_absolute()
+    plan = plan_rundowns([path], settings.core, layout=settings.cast_layout)
+    style = plan.jobs[0].canvas_style(settings.canvas_style)
+    assert style.background_image == tmp_path / "set.png" and style.graphics.ticker == ("Markets up",)
+    # without a chosen set, the plain look as before
+    plain = FarmPanel(lambda: OpenRundown(segments), lambda: CoreSettings(size_px=64), lambda: None, tmp_path / "f2")
+    qtbot.addWidget(plain)
+    assert plain._job()[0].canvas_style is None
