@@ -254,6 +254,13 @@ class ProgramSource(Source):
             self._speaker = int(rows[j])
         return rows
 
+    def _to_next_item(self, first: int, n: int) -> int:
+        """``n``, or fewer so that the chunk ends where the next item starts: a chunk is on air as one item (its
+        title, row, speaker's strap), so a new segment's graphics come on its first frame, not at the next chunk."""
+        with self._lock:
+            starts = [x.start_slot for x in self._items if first < x.start_slot < first + n]
+        return min(starts) - first if starts else n
+
     def next_chunk(self, pace: Pacing) -> Chunk | None:
         fps = self.fmt.fps
         k = max(1, pace.max_frames)
@@ -284,6 +291,7 @@ class ProgramSource(Source):
             skipped = 0 if self._resynced else first - self.next_slot
             self._resynced = False
             n = k
+        n = self._to_next_item(first, n)
         slots = np.arange(first, first + n, dtype=np.int64)
         self.next_slot = first + n
         a0, a1 = self._audio_cursor, self._sample(first + n, PROGRAM_RATE_HZ)

@@ -308,8 +308,9 @@ def test_offline_program_hands_out_consecutive_chunks_until_the_end() -> None:
 
 
 def test_the_speaker_is_known_slot_by_slot_and_held_over_a_gap() -> None:
-    """A turn inside a chunk changes the speaker on its own slot; slots no segment covers (a gap, nothing yet) keep
-    the speaker before them: a programme cut to the speaker does not cut away while nobody speaks."""
+    """A turn changes the speaker on its own slot, and a chunk ends where the next turn begins (a chunk is on air as
+    one segment: the new speaker's strap comes on the turn's first frame); slots no segment covers (a gap, nothing
+    yet) keep the speaker before them: a programme cut to the speaker does not cut away while nobody speaks."""
     src = ProgramSource()
     src.open(FMT)
     for who, gap, now in ((1, False, 3), (2, False, None), (1, True, None)):
@@ -321,7 +322,10 @@ def test_the_speaker_is_known_slot_by_slot_and_held_over_a_gap() -> None:
         chunks.append(c)
     speakers = np.concatenate([c.speaker_rows() for c in chunks])
     assert speakers.tolist() == [0] * 3 + [1] * 8 + [2] * 8 + [2] * 12 + [1] * 8
-    assert chunks[1].on_air.speaker == 1 and chunks[1].speaker_rows().tolist() == [1] * 3 + [2] * 5
+    assert [c.slots[0] for c in chunks[:4]] == [0, 3, 11, 19]  # the first turn at slot 3, then every 8 slots
+    for c in chunks[1:3]:
+        assert c.speaker_rows().tolist() == [c.on_air.speaker] * len(c.slots)
+    assert chunks[1].on_air.speaker == 1 and chunks[2].on_air.speaker == 2
 
 
 def test_a_fed_program_waits_for_its_next_item_and_forgets_what_it_handed_out() -> None:
