@@ -34,12 +34,12 @@ from studio.contracts.formats import (ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, CastLay
 from studio.contracts.generator import (STREAM_FIRST_LATENTS, AudioFeatureSpec, CompileTarget, Generator,
                                         GeneratorInfo, GeneratorSettings, InterpolationKind)
 from studio.contracts.output import Output, OutputState, OutputStats, RateMeter
-from studio.contracts.registry import GENERATORS, Registry
+from studio.contracts.registry import GENERATORS, Registry, cast_refusal
 from studio.contracts.roles import MotionSource, Pacing, PostProcessor, Source
 
 __all__ = [
     "ANALYSIS_RATE_HZ", "GENERATORS", "PROGRAM_RATE_HZ", "AudioFeatureSpec", "Chunk", "CompileTarget", "Generator",
     "CastLayout", "GeneratorInfo", "GeneratorSettings", "InterpolationKind", "Layout", "MotionSource", "OnAir", "Output",
     "OutputState", "OutputStats", "Pacing", "PostProcessor", "ProgramBatch", "ProgramFormat", "RateMeter", "Registry",
-    "STREAM_FIRST_LATENTS", "Source",
+    "STREAM_FIRST_LATENTS", "Source", "cast_refusal",
 ]

@@ -54,6 +54,7 @@ class GeneratorInfo:
     warp_field: bool = False  # renders any size through a warp field; its pyramidal route is a coarser field at the
     #   same size (the factory takes ``field_divisor`` and ``max_interp_error_px_at_512``)
     pastes_face: bool = False  # makes a face crop at native_px, pasted into a frame of any size_px
+    cast_rows: bool = False  # draws a cast of several anchors as rows of one call (``open`` takes their packs)
     cuda_precision: str = "bf16"  # what precision "auto" means on a GPU (tensor cores for the neural engines)
     # a window engine's streaming form: its factory takes ``stream_first_latents`` (latent frames of a stream's short
     # first window, 0: whole windows); ``first_window_frames`` is what that first window makes (0: a whole window),
@@ -128,7 +129,8 @@ class Generator(abc.ABC):
     @abc.abstractmethod
     def open(self, anchor: object, settings: GeneratorSettings) -> None:
         """Load weights (``settings.weights_dir``) or build the timing twin, prepare the anchor (a
-        ``studio.presenter.anchor.AnchorPack``), warm up."""
+        ``studio.presenter.anchor.AnchorPack``; an engine with ``info.cast_rows`` also takes a tuple of packs, a
+        cast), warm up."""
 
     @abc.abstractmethod
     def generate(self, coeffs: "torch.Tensor", features: "torch.Tensor | None") -> "torch.Tensor":

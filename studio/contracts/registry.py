@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from studio.contracts.generator import Generator
+from studio.contracts.generator import Generator, GeneratorInfo
 
 T = TypeVar("T")
 
@@ -67,3 +67,16 @@ class Registry(Generic[T]):
 GENERATORS: Registry[Generator] = Registry("engine", ("studio.generators.builtin", "studio.generators.musetalk",
                                                       "studio.generators.wav2lip", "studio.generators.liveportrait",
                                                       "studio.generators.ditto", "studio.generators.wan_dit"))
+
+
+def cast_refusal(info: GeneratorInfo, cast_size: int) -> str:
+    """Why an engine that draws one anchor is not opened on a cast of ``cast_size``, naming the engines that draw
+    several (``GeneratorInfo.cast_rows``)."""
+    able: list[str] = []
+    for name in GENERATORS.names():
+        other = GENERATORS.get(name)().info  # class facts only: nothing is built before ``open``
+        label = other.label.split(" (")[0]
+        if other.cast_rows and label not in able:
+            able.append(label)
+    return (f"{info.label} draws one anchor: a cast of {cast_size} needs an engine that draws several "
+            f"({', '.join(able)}).")

@@ -68,7 +68,8 @@ class BuiltinGenerator(Generator):
         name="builtin", label="Built-in presenter (mesh warp)", family="landmark mesh warp + synthesized mouth",
         native_px=0, pyramidal_px=0, audio=None, interpolation=InterpolationKind.MOTION_SPACE,
         batch_sizes=(1, 4, 8, 16, 32, 64), compile_backends=("inductor", "cuda_graphs", "onnxruntime", "tensorrt"),
-        weights=(), licence="ours (no third-party weights)", warp_field=True, cuda_precision="fp32")
+        weights=(), licence="ours (no third-party weights)", warp_field=True, cuda_precision="fp32",
+        cast_rows=True)
 
     def __init__(self, field_divisor: int = PLAIN_FIELD_DIVISOR, max_interp_error_px_at_512: float = 2.0) -> None:
         super().__init__()

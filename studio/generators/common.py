@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from studio.errors import ModelLoadError, RenderError
 from studio.generators.audio_encoders import ENCODERS
 from studio.generators.weights import seeded, torch_dtype
-from studio.contracts import CompileTarget, Generator, GeneratorSettings
+from studio.contracts import CompileTarget, Generator, GeneratorSettings, cast_refusal
 
 
 # -- the face crop of the anchor (engines that generate a face and paste it back) ------------------------------------
@@ -76,7 +76,9 @@ class NeuralGenerator(Generator):
 
     Subclasses build their modules in ``_build`` (under ``seeded`` for a twin), load them in ``_load``, prepare the
     anchor in ``_prepare`` and compute in ``_generate``; ``self.fns`` maps each compile target's name to what is
-    called for it (the eager module until ``install_engine`` replaces it).
+    called for it (the eager module until ``install_engine`` replaces it). An engine with ``info.cast_rows`` gets a
+    cast's packs (a tuple of several) in ``_prepare`` and the rows to show (``shown``) in ``_generate``; any other is
+    refused a cast with the reason.
     """
 
     requires: tuple[str, ...] = ()  # optional packages (the 'engines' extra) it needs to run
@@ -110,7 +112,16 @@ class NeuralGenerator(Generator):
             folder = found[0]
         return cls(s.device, s.precision, folder=folder, seed=s.seed)
 
+    @property
+    def cast_size(self) -> int:
+        """Anchors this engine was opened on (several: a cast, as rows of one call)."""
+        return 1
+
     def open(self, anchor, settings: GeneratorSettings) -> None:
+        packs = tuple(anchor) if isinstance(anchor, (tuple, list)) else (anchor,)
+        if len(packs) > 1 and not self.info.cast_rows:
+            raise RenderError(cast_refusal(self.info, len(packs)))
+        anchor = packs if len(packs) > 1 else packs[0]
         self.settings = settings
         self.device = torch.device(settings.device)
         self.dtype = torch_dtype(settings.precision, self.device)
@@ -156,18 +167,22 @@ class NeuralGenerator(Generator):
     def _prepare(self, anchor) -> None:
         raise NotImplementedError
 
-    def _generate(self, coeffs: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
+    def _generate(self, coeffs: torch.Tensor, features: torch.Tensor | None, **rows) -> torch.Tensor:
         raise NotImplementedError
 
     def _targets(self) -> list[CompileTarget]:
         return []
 
     @torch.inference_mode()
-    def generate(self, coeffs: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
+    def generate(self, coeffs: torch.Tensor, features: torch.Tensor | None = None,
+                 shown: np.ndarray | None = None) -> torch.Tensor:
         if self.info.audio is not None and features is None:
             raise RenderError(f"{self.info.label} needs audio features ({self.info.audio.encoder}).")
+        if shown is not None and self.cast_size < 2:
+            raise RenderError(f"Only a cast of several anchors has rows to show: {self.info.label} was opened on one "
+                              "anchor.")
         try:
-            return self._generate(coeffs, features)
+            return self._generate(coeffs, features, **({} if shown is None else {"shown": shown}))
         except torch.cuda.OutOfMemoryError as exc:
             raise RenderError(f"{self.info.label}: the GPU ran out of memory generating: lower the batch size or "
                               "the size.") from exc

@@ -11,6 +11,8 @@ Once per anchor: F gives the 32 x 16 x 64 x 64 appearance volume of the 256 px p
 expression, scale and shift. Per output frame (driven by our motion coefficients instead of a driving video): the
 head angles and shift move the keypoints, the lip and eye retargeting MLPs open the mouth and close the eyes, the
 stitching MLP keeps the shoulders in place, then W warps the volume (5-D grid_sample) and G decodes 512 x 512.
+A cast of several anchors: each anchor's volume and keypoints are made once, and its frames are rows of the same W and
+G calls as the other anchors' (each row warping its own anchor's volume).
 The modules are shared with Ditto (``studio.generators.ditto``), which loads the same networks.
 """
 
@@ -25,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import spectral_norm
 
+from studio.errors import RenderError
 from studio.generators.common import NeuralGenerator, image_tensor, to_size
 from studio.generators.weights import load_strict, read_state, require_file, strip_prefix
 from studio.contracts import GENERATORS, CompileTarget, GeneratorInfo, InterpolationKind
@@ -469,7 +472,24 @@ class LivePortraitNets(nn.Module):
             load_strict(getattr(self, name), state, f"{engine}: {self.STITCHING} [{key}]")
 
 
+@dataclass
+class AnchorState:
+    """What LivePortrait keeps of one anchor, made once when it opens (``LivePortraitGenerator.anchor_state``)."""
+
+    feature: torch.Tensor  # 1 x 32 x 16 x 64 x 64 appearance volume, in the model's dtype
+    src: dict[str, torch.Tensor]  # the portrait's pose (degrees), shift, scale, expression, canonical keypoints
+    kp_source: torch.Tensor  # 1 x K x 3 source keypoints, float32
+    lip_ratio: float  # the portrait's mouth opening / width
+    eye_ratio: tuple[float, float]  # each eye's opening / width
+    face_width: float  # in -1..1 image units
+
+
 class LivePortraitGenerator(NeuralGenerator):
+    """See the module docstring. A cast (several anchor packs): every anchor keeps its own ``AnchorState``; a call's
+    rows (every anchor of every frame, or with ``shown`` each frame's shown anchor) get their driving keypoints from
+    their own anchor's state and go through the warp and the decoder in batches of ``batch_frames`` rows, each row
+    with its anchor's volume and source keypoints: the anchors are rows of the same calls."""
+
     info = GeneratorInfo(
         name="liveportrait", label="LivePortrait", family="implicit keypoints + 3-D warp + SPADE decoder",
         native_px=OUT_PX, pyramidal_px=0, audio=None, interpolation=InterpolationKind.FLOW,
@@ -477,12 +497,24 @@ class LivePortraitGenerator(NeuralGenerator):
         weights=tuple(LivePortraitNets.FILES.values()) + (LivePortraitNets.STITCHING,),
         licence="MIT (code and weights); InsightFace detection models: non-commercial (not used here)",
         needs_gpu_reason="its warp (5-D grid_sample over a 32 x 16 x 64 x 64 volume) and 512 px SPADE decoder take "
-                         "seconds per frame on a 2-core CPU")
+                         "seconds per frame on a 2-core CPU", cast_rows=True)
 
     def __init__(self, config: LivePortraitConfig | None = None, source_px: int = SOURCE_PX) -> None:
         super().__init__()
         self.cfg = config or LivePortraitConfig()
         self.source_px = source_px  # the release's 256; tests shrink it
+        self.anchors: list[AnchorState] = []  # in cast order
+        self.volumes: torch.Tensor | None = None  # a cast: A x 32 x 16 x 64 x 64, each anchor's volume
+        self.kp_sources: torch.Tensor | None = None  # a cast: A x K x 3, each anchor's source keypoints
+
+    @property
+    def cast_size(self) -> int:
+        return max(1, len(self.anchors))
+
+    @property
+    def out_channels(self) -> int:
+        """3 (RGB) per anchor: a cast's frames carry every anchor's channels in turn."""
+        return 3 * self.cast_size
 
     def _build_twin(self) -> None:
         self.nets = LivePortraitNets(self.cfg)
@@ -496,42 +528,57 @@ class LivePortraitGenerator(NeuralGenerator):
         self.fns = {"warping_module": self.nets.warping_module, "spade_generator": self.nets.spade_generator}
 
     def _prepare(self, anchor) -> None:
+        """One anchor pack, or a cast's packs (a tuple or list): each anchor's state, and a cast's volumes and source
+        keypoints stacked for the rows of a call to pick from."""
+        packs = tuple(anchor) if isinstance(anchor, (tuple, list)) else (anchor,)
+        self.anchors = [self.anchor_state(p) for p in packs]
+        self.volumes = self.kp_sources = None
+        if len(self.anchors) > 1:
+            self.volumes = torch.cat([a.feature for a in self.anchors])
+            self.kp_sources = torch.cat([a.kp_source for a in self.anchors])
+            for i, a in enumerate(self.anchors):  # views of the stack: each volume is held once
+                a.feature = self.volumes[i:i + 1]
+
+    def anchor_state(self, anchor) -> AnchorState:
+        """F's volume and M's keypoints and pose of one anchor's portrait, and its mouth and eye ratios."""
         n = self.nets
         src = image_tensor(anchor.image, self.source_px, self.device).to(self.dtype)  # 1 x 3 x 256 x 256, 0..1
-        self.feature = n.appearance_feature_extractor(src)  # 1 x 32 x 16 x 64 x 64
+        feature = n.appearance_feature_extractor(src)  # 1 x 32 x 16 x 64 x 64
         info = {k: v.float() for k, v in n.motion_extractor(src).items()}
         k = self.cfg.num_kp
-        self.src = {"pitch": bins_to_degrees(info["pitch"]), "yaw": bins_to_degrees(info["yaw"]),
-                    "roll": bins_to_degrees(info["roll"]), "t": info["t"], "scale": info["scale"][:, 0],
-                    "exp": info["exp"].view(1, k, 3), "kp": info["kp"].view(1, k, 3)}
-        s = self.src
-        self.kp_source = transform_keypoints(s["kp"], s["pitch"], s["yaw"], s["roll"], s["exp"], s["scale"], s["t"])
+        s = {"pitch": bins_to_degrees(info["pitch"]), "yaw": bins_to_degrees(info["yaw"]),
+             "roll": bins_to_degrees(info["roll"]), "t": info["t"], "scale": info["scale"][:, 0],
+             "exp": info["exp"].view(1, k, 3), "kp": info["kp"].view(1, k, 3)}
+        kp_source = transform_keypoints(s["kp"], s["pitch"], s["yaw"], s["roll"], s["exp"], s["scale"], s["t"])
         lm = anchor.landmarks
-        self.lip_ratio = open_ratio(lm, 13, 14, 61, 291)
-        self.eye_ratio = (open_ratio(lm, 159, 145, 33, 133), open_ratio(lm, 386, 374, 263, 362))
-        self.face_width = float(np.ptp(np.asarray(lm)[:, 0])) / anchor.image.shape[1] * 2  # in -1..1 units
+        return AnchorState(
+            feature=feature, src=s, kp_source=kp_source, lip_ratio=open_ratio(lm, 13, 14, 61, 291),
+            eye_ratio=(open_ratio(lm, 159, 145, 33, 133), open_ratio(lm, 386, 374, 263, 362)),
+            face_width=float(np.ptp(np.asarray(lm)[:, 0])) / anchor.image.shape[1] * 2)
 
-    def driving_keypoints(self, coeffs: torch.Tensor) -> torch.Tensor:
-        """B x N_COEFFS -> B x K x 3 driving keypoints (head pose, shift, lips and eyes by retargeting, stitched)."""
+    def driving_keypoints(self, coeffs: torch.Tensor, anchor: AnchorState | None = None) -> torch.Tensor:
+        """B x N_COEFFS -> B x K x 3 driving keypoints of ``anchor`` (default: the first; head pose, shift, lips and
+        eyes by retargeting, stitched)."""
+        a = anchor or self.anchors[0]
         c = coeffs.float()
         b = c.shape[0]
-        s = self.src
+        s = a.src
         k = self.cfg.num_kp
         n = self.nets
         pitch = s["pitch"] + c[:, Coeff.HEAD_PITCH_DEG]
         yaw = s["yaw"] + c[:, Coeff.HEAD_YAW_DEG]
         roll = s["roll"] + c[:, Coeff.HEAD_ROLL_DEG]
         t = s["t"].expand(b, 3).clone()
-        t[:, 0] += c[:, Coeff.SHIFT_X] * self.face_width
-        t[:, 1] += c[:, Coeff.SHIFT_Y] * self.face_width
+        t[:, 0] += c[:, Coeff.SHIFT_X] * a.face_width
+        t[:, 1] += c[:, Coeff.SHIFT_Y] * a.face_width
         kp = transform_keypoints(s["kp"].expand(b, k, 3), pitch, yaw, roll, s["exp"].expand(b, k, 3),
                                  s["scale"].expand(b), t)
-        src = self.kp_source.expand(b, k, 3).float()
+        src = a.kp_source.expand(b, k, 3).float()
         lip_open = (c[:, Coeff.JAW_OPEN] * 0.6 + c[:, Coeff.LIP_PART] * 0.2) * (1 - c[:, Coeff.LIP_PRESS])
-        lip = torch.stack([torch.full_like(lip_open, self.lip_ratio), lip_open], 1)  # B x 2: source, driving
+        lip = torch.stack([torch.full_like(lip_open, a.lip_ratio), lip_open], 1)  # B x 2: source, driving
         blink = (c[:, Coeff.BLINK_L] + c[:, Coeff.BLINK_R]) / 2
-        eye_d = (1 - blink) * (sum(self.eye_ratio) / 2)
-        eye = torch.stack([torch.full_like(eye_d, self.eye_ratio[0]), torch.full_like(eye_d, self.eye_ratio[1]),
+        eye_d = (1 - blink) * (sum(a.eye_ratio) / 2)
+        eye = torch.stack([torch.full_like(eye_d, a.eye_ratio[0]), torch.full_like(eye_d, a.eye_ratio[1]),
                            eye_d], 1)  # B x 3
         dt = self.dtype
         flat = src.reshape(b, -1)
@@ -539,26 +586,80 @@ class LivePortraitGenerator(NeuralGenerator):
         kp = kp + n.eye(torch.cat([flat, eye], 1).to(dt)).float().view(b, k, 3)
         return stitch(lambda x: n.stitching(x.to(dt)).float(), src, kp)
 
-    def _generate(self, coeffs: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
+    def _rows(self, coeffs: torch.Tensor, shown: np.ndarray | None) -> tuple[torch.Tensor, np.ndarray]:
+        """The rows of a call: R x N_COEFFS motion and each row's anchor (R ints, on the host). One anchor: the
+        frames; a cast's B x A x N_COEFFS: every anchor of every frame, frame by frame, or with ``shown`` each
+        frame's shown anchor."""
+        a = self.cast_size
+        if a == 1:
+            return coeffs, np.zeros(coeffs.shape[0], np.int64)
+        if coeffs.dim() != 3 or coeffs.shape[1] != a:
+            raise RenderError(f"{self.info.label} opened on a cast of {a} takes B x {a} x N_COEFFS motion, not "
+                              f"{tuple(coeffs.shape)}.")
+        b = coeffs.shape[0]
+        if shown is None:
+            return coeffs.reshape(b * a, -1), np.tile(np.arange(a), b)
+        owner = np.asarray(shown, np.int64)
+        if owner.shape != (b,) or (b and not 0 <= owner.min() <= owner.max() < a):
+            raise RenderError(f"{self.info.label}: the rows to show must be one anchor of 0..{a - 1} per frame, "
+                              f"{b} of them.")
+        pick = torch.as_tensor(owner, device=coeffs.device)
+        return coeffs[torch.arange(b, device=coeffs.device), pick], owner
+
+    def _driving_rows(self, coeffs: torch.Tensor, owner: np.ndarray) -> torch.Tensor:
+        """R x N_COEFFS -> R x K x 3 driving keypoints, each anchor's rows from that anchor's state."""
+        groups = np.unique(owner)
+        if len(groups) == 1:
+            return self.driving_keypoints(coeffs, self.anchors[int(groups[0])])
+        kp = torch.empty((coeffs.shape[0], self.cfg.num_kp, 3), device=coeffs.device)
+        for a in groups:
+            idx = torch.as_tensor(np.flatnonzero(owner == a), device=coeffs.device)
+            kp.index_copy_(0, idx, self.driving_keypoints(coeffs.index_select(0, idx), self.anchors[int(a)]))
+        return kp
+
+    def _sources(self, owner: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """The volume (R x 32 x 16 x 64 x 64) and source keypoints (R x K x 3) of each row's anchor, in the model's
+        dtype."""
+        first = int(owner[0])
+        b = len(owner)
+        if (owner == first).all():
+            a = self.anchors[first]
+            return a.feature.expand(b, -1, -1, -1, -1), a.kp_source.expand(b, -1, -1).to(self.dtype)
+        idx = torch.as_tensor(owner, device=self.device)
+        return self.volumes.index_select(0, idx), self.kp_sources.index_select(0, idx).to(self.dtype)
+
+    def _generate(self, coeffs: torch.Tensor, features: torch.Tensor | None,
+                  shown: np.ndarray | None = None) -> torch.Tensor:
+        """B x N_COEFFS -> B x 3 x S x S; a cast's B x A x N_COEFFS -> B x 3A x S x S (every anchor's channels in
+        turn), or with ``shown`` B x 3 x S x S (each frame's shown anchor)."""
+        rows, owner = self._rows(coeffs, shown)
         bs = self.settings.batch_frames
         out = []
-        for i in range(0, coeffs.shape[0], bs):
-            kp_d = self.driving_keypoints(coeffs[i:i + bs].to(self.device)).to(self.dtype)
-            b = kp_d.shape[0]
-            warped = self.fns["warping_module"](self.feature.expand(b, -1, -1, -1, -1),
-                                                self.kp_source.expand(b, -1, -1).to(self.dtype), kp_d)
-            out.append(self.fns["spade_generator"](warped))
-        return to_size(torch.cat(out).float() * 255.0, self.settings.size_px)
+        for i in range(0, rows.shape[0], bs):
+            part = owner[i:i + bs]
+            kp_d = self._driving_rows(rows[i:i + bs].to(self.device), part).to(self.dtype)
+            vol, kp_s = self._sources(part)
+            out.append(self.fns["spade_generator"](self.fns["warping_module"](vol, kp_s, kp_d)))
+        frames = to_size(torch.cat(out).float() * 255.0, self.settings.size_px)  # R x 3 x S x S
+        if self.cast_size > 1 and shown is None:
+            frames = frames.reshape(coeffs.shape[0], -1, *frames.shape[-2:])  # rows (frame, anchor) -> channels
+        return frames
 
     def _targets(self) -> list[CompileTarget]:
         b = self.settings.batch_frames
-        kp = self.kp_source.expand(b, -1, -1).to(self.dtype).contiguous()
-        vol = self.feature.expand(b, -1, -1, -1, -1).contiguous()
+        a = self.anchors[0]
+        kp = a.kp_source.expand(b, -1, -1).to(self.dtype).contiguous()
+        vol = a.feature.expand(b, -1, -1, -1, -1).contiguous()
         c = self.cfg.block_expansion * 4
-        w = self.feature.shape[-1]
+        w = a.feature.shape[-1]
         feat = torch.zeros((b, c, w, w), device=self.device, dtype=self.dtype)
         return [CompileTarget("warping_module", self.nets.warping_module, (vol, kp, kp)),
                 CompileTarget("spade_generator", self.nets.spade_generator, (feat,))]
+
+    def close(self) -> None:
+        """Drop the modules and every anchor's tensors."""
+        self.anchors = []
+        super().close()
 
 
 @GENERATORS.register("liveportrait")

@@ -130,6 +130,10 @@ class Core:
         self.post_stream = torch.cuda.Stream(self.device) if self.cuda else None
         # state carried from chunk to chunk
         self._carry = None  # MOTION_SPACE engines: the last keyframe's state (``Generator.render_span``)
+        # FLOW engines: the last chunk ended on a keyframe the post stage's RIFE holds (it had a key mask), and the
+        # cast row that keyframe shows (a cast cut to the speaker; None: every row)
+        self._flow_key = False
+        self._last_shown: int | None = None
         self._first_chunk = True  # the run's first chunk is still to come (``_chunk_cap``)
         self._streams: set = set()  # the generator forms this run has started a stream on (``Generator.new_stream``)
         self._last_slot = -2
@@ -326,6 +330,7 @@ class Core:
             and not chunk.seg_start and bool(np.all(np.diff(chunk.slots) == 1))
         interpolating = bool((chunk.strides > 1).any()) and bool(np.all(np.diff(chunk.slots) == 1))
         chunk_key_mask = None
+        restart = not contiguous
         # a cast cut to the speaker: only the rows on screen are made (every anchor's motion is in ``c`` still)
         shown = chunk.shown = self._shown(chunk)
         rows = {} if shown is None else {"shown": shown}
@@ -337,23 +342,30 @@ class Core:
             self.frames_full += after[0] - before[0]
             self.frames_interpolated += after[1] - before[1]
             self.frames_fallback += after[2] - before[2]
-        elif interpolating:
+        elif interpolating and not (shown is not None and bool((shown != shown[0]).any())):
             from studio.enhance.interp import key_positions
 
-            chunk_key_mask = key_positions(chunk.strides, have_carry=contiguous)
+            # RIFE goes on from the last chunk's last keyframe where that keyframe is still on screen: the chunk
+            # follows on, the last one went through RIFE, and (a cut) it shows the same anchor
+            carry = contiguous and self._flow_key and (shown is None or int(shown[0]) == self._last_shown)
+            chunk_key_mask = key_positions(chunk.strides, have_carry=carry)
             idx = torch.as_tensor(np.flatnonzero(chunk_key_mask), device=self.device)
             frames = gen.generate(c[idx], None if feats is None else feats[idx],
                                   **({} if shown is None else {"shown": shown[chunk_key_mask]}))
             self.frames_full += len(idx)
             self._carry = None
-        else:
+            restart = not carry
+        else:  # every slot; also a cut inside a chunk with keyframes (an in-between across it would morph one
+            # face into the other)
             frames = gen.generate(c, feats, **rows)
             self.frames_full += chunk.n
             self._carry = None
         if chunk_key_mask is not None:
             chunk.timings_ms["key_mask"] = 0.0
         chunk.key_mask = chunk_key_mask
-        chunk.restart = not contiguous
+        chunk.restart = restart
+        self._flow_key = chunk_key_mask is not None
+        self._last_shown = int(shown[-1]) if shown is not None and chunk.n else None
         chunk.frames = frames
         self._last_slot = int(chunk.slots[-1]) if chunk.n else self._last_slot
         if self.cuda:

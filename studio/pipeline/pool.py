@@ -7,7 +7,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from studio.contracts import GENERATORS, Generator, GeneratorSettings, Layout
+from studio.contracts import GENERATORS, Generator, GeneratorSettings, Layout, cast_refusal
+from studio.errors import RenderError
 from studio.pipeline.settings import CoreSettings
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,11 @@ def graphs_off_line(what: str, why: str, device: str) -> tuple[str, str]:
 
 class GeneratorPool:
     """The generator in each form the core may ask for: plain or pyramidal, eager or graphed. Made on first use and
-    kept; all share the anchor and the device. ``shared`` (the leaderboard's runs of one engine): forms are kept in
-    that dict instead, keyed by everything they were opened with, so that the next pool of the same engine reuses
-    them (no second model build or compile); they outlive this pool, and whoever made the dict closes them
-    (``close_forms``)."""
+    kept; all share the anchor and the device. A cast (``cast_size`` > 1: ``anchor`` is its packs) is refused here,
+    with the reason, for an engine that draws one anchor (``GeneratorInfo.cast_rows``). ``shared`` (the
+    leaderboard's runs of one engine): forms are kept in that dict instead, keyed by everything they were opened
+    with, so that the next pool of the same engine reuses them (no second model build or compile); they outlive this
+    pool, and whoever made the dict closes them (``close_forms``)."""
 
     def __init__(self, engine: str, anchor, settings: CoreSettings, presenter_px: int,
                  weights_dir=None, on_open: Callable[[Generator, tuple[bool, bool]], None] | None = None,
@@ -69,6 +71,8 @@ class GeneratorPool:
         self._stream = {"stream_first_latents": settings.stream_first_latents} if self.info.stream_windows else {}
         if self._stream:
             self.info = self._factory(**self._stream).info  # first_window_frames as these settings make it
+        if settings.cast_size > 1 and not self.info.cast_rows:
+            raise RenderError(cast_refusal(self.info, settings.cast_size))
         self.matte = True  # on a canvas: frames carry the warped matte where the engine can (False: framed photo)
 
     def size_for(self, pyramidal: bool) -> int:

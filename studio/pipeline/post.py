@@ -17,7 +17,7 @@ from studio.contracts import Chunk, OnAir, PostProcessor, ProgramFormat
 from studio.graphics.compositor import ProgramCompositor
 from studio.graphics.look import CanvasStyle
 
-__all__ = ["Canvas", "CanvasStyle", "FlowFill", "Upscaler", "UpscaleRoute", "span_for"]
+__all__ = ["Canvas", "CanvasStyle", "FlowFill", "RowsFlowFill", "Upscaler", "UpscaleRoute", "span_for"]
 
 log = logging.getLogger(__name__)
 
@@ -141,15 +141,18 @@ class FlowFill:
     the upscaler then runs on the keyframes alone. Keys larger than ``FLOW_MAX_PX`` are their own ``large``: the
     flows come from a shrunk copy."""
 
-    def __init__(self, device: str, batch: int = 8) -> None:
-        from studio.enhance.rife import RifeInterpolator
+    def __init__(self, device: str, batch: int = 8, share: FlowFill | None = None) -> None:
+        if share is None:
+            from studio.enhance.rife import RifeInterpolator
 
-        self.rife = RifeInterpolator(device, half=str(device).startswith("cuda"))
+            self.rife = RifeInterpolator(device, half=str(device).startswith("cuda"))
+            self._graphs: dict = {}  # frame shapes -> RIFE's CUDA graphs, up to ``batch`` pairs a replay
+        else:  # another FlowFill's RIFE and graphs (``RowsFlowFill``): only the carried keyframe is this one's own
+            self.rife, self._graphs = share.rife, share._graphs
         self.batch = batch  # in-betweens per RIFE call (bounds the memory at large sizes)
         self._last: torch.Tensor | None = None
         self._last_large: torch.Tensor | None = None
         self.frames_interpolated = 0
-        self._graphs: dict = {}  # frame shapes -> RIFE's CUDA graphs, up to ``batch`` pairs a replay (CUDA_GRAPHS)
 
     def _between(self, a: torch.Tensor, b: torch.Tensor, t: torch.Tensor, graphs: bool,
                  large: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
@@ -235,6 +238,34 @@ class FlowFill:
         self._last = (out if lo is None else lo)[-1:].clone()
         self._last_large = out[-1:].clone() if lo is not None else None
         return out
+
+
+class RowsFlowFill:
+    """A two-shot's in-betweens: frames carry every anchor's RGB in turn (K x rows*3), and each anchor's channels are
+    filled by a ``FlowFill`` of its own, which carries that anchor's last keyframe to the next chunk; all share one
+    RIFE network and its graphs. The same ``fill`` / ``warm`` / ``frames_interpolated`` as ``FlowFill``; ``large``
+    (the keys upscaled) carries every anchor's channels in turn too."""
+
+    def __init__(self, device: str, rows: int, batch: int = 8) -> None:
+        first = FlowFill(device, batch)
+        self.fills = [first] + [FlowFill(device, batch, share=first) for _ in range(rows - 1)]
+        self.frames_interpolated = 0  # program frames made in between (every anchor's rows of one frame: one)
+
+    def warm(self, key_px: int, large_px: int | None, device: torch.device) -> None:
+        """``FlowFill.warm`` (the graphs serve every anchor)."""
+        self.fills[0].warm(key_px, large_px, device)
+
+    @torch.inference_mode()
+    def fill(self, keys: torch.Tensor, key_mask: np.ndarray, restart: bool, graphs: bool = False,
+             large: torch.Tensor | None = None) -> torch.Tensor:
+        n = len(self.fills)
+        c = keys.shape[1] // n
+        big = None if large is None else large.shape[1] // n
+        before = self.fills[0].frames_interpolated
+        out = [f.fill(keys[:, i * c:(i + 1) * c], key_mask, restart, graphs,
+                      None if large is None else large[:, i * big:(i + 1) * big]) for i, f in enumerate(self.fills)]
+        self.frames_interpolated += self.fills[0].frames_interpolated - before
+        return torch.cat(out, 1)
 
 
 def _on_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

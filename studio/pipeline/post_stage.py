@@ -64,10 +64,12 @@ class PostStage:
         p = self.fmt.presenter_px
         if self.fmt.layout is Layout.CANVAS:
             self.open_canvas().select("")
-        # a cast cut to the speaker: one anchor's channels a frame (``Chunk.shown``)
-        c = self.frame_channels() // (self.fmt.rows if self.fmt.cast_layout is CastLayout.CUT else 1)
+        # a cast cut to the speaker: one anchor's channels a frame (``Chunk.shown``); a two-shot: its picture
+        cut = self.fmt.rows > 1 and self.fmt.cast_layout is CastLayout.CUT
+        c = self.frame_channels() // (self.fmt.rows if cut else 1)
         with torch.inference_mode():
-            self.post_graph(torch.zeros((1, c, p, p), device=self.device), want_yuv)
+            example = torch.zeros((1, c, p, p), device=self.device)
+            self.post_graph(self.cast_picture(example) if self.fmt.rows > 1 and not cut else example, want_yuv)
             for px in sizes:
                 if px != p:
                     self.upscaler(p).warm(px, self.device)
@@ -92,12 +94,26 @@ class PostStage:
         return up
 
     def flow_fill(self):
-        """The RIFE in-betweener of this core, made on first use (``warm`` or the first chunk with keyframes)."""
+        """The RIFE in-betweener of this core, made on first use (``warm`` or the first chunk with keyframes); a
+        two-shot's fills each anchor's channels on their own (``RowsFlowFill``)."""
         if self.flow is None:
-            from studio.pipeline.post import FlowFill
+            from studio.pipeline.post import FlowFill, RowsFlowFill
 
-            self.flow = FlowFill(str(self.device))
+            if self.fmt.rows > 1 and self.fmt.cast_layout is not CastLayout.CUT:
+                self.flow = RowsFlowFill(str(self.device), self.fmt.rows)
+            else:
+                self.flow = FlowFill(str(self.device))
         return self.flow
+
+    def upscale(self, frames: torch.Tensor, chunk: Chunk) -> torch.Tensor:
+        """Generated frames to the presenter's size; a two-shot's (every anchor's channels in turn) anchor by anchor,
+        as the upscaler takes one picture's channels."""
+        up = self.upscaler(self.fmt.presenter_px)
+        rows = self.fmt.rows if chunk.shown is None else 1
+        if rows < 2:
+            return up.process(frames, chunk)
+        c = frames.shape[1] // rows
+        return torch.cat([up.process(frames[:, i * c:(i + 1) * c], chunk) for i in range(rows)], 1)
 
     def program(self, chunk: Chunk, outputs: list[Output]) -> tuple[ProgramBatch, float]:
         """The chunk's program batch for ``outputs``, and the stage's time in ms (GPU time by events on CUDA)."""
@@ -115,12 +131,12 @@ class PostStage:
         if key_mask is not None:
             before = self.flow_fill().frames_interpolated
             # the keyframes alone are upscaled; the in-betweens are made at the presenter's size from their flows
-            large = self.upscaler(p).process(frames, chunk) if frames.shape[-1] != p else None
+            large = self.upscale(frames, chunk) if frames.shape[-1] != p else None
             frames = self.flow.fill(frames, key_mask, restart=chunk.restart,
                                      graphs=O.CUDA_GRAPHS in chunk.optimizations, large=large)
             self.frames_interpolated += self.flow.frames_interpolated - before
         if frames.shape[-1] != p:
-            frames = self.upscaler(p).process(frames, chunk)
+            frames = self.upscale(frames, chunk)
         if self.fmt.rows > 1 and chunk.shown is None:  # else stage B made the rows on screen alone
             frames = self.cast_picture(frames)
         if self.fmt.layout is Layout.CANVAS:
