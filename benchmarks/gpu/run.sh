@@ -3,7 +3,7 @@
 # From the repository root, after benchmarks/gpu/make_bundles.sh has made .gpu_home and .whl on a CPU machine
 # (the GPU machine needs neither network nor TTS; carry both folders):
 #
-#     bash benchmarks/gpu/run.sh [core|dit|dit-row|firstframe|startup|tests|tests-engines|picture]
+#     bash benchmarks/gpu/run.sh [core|dit|dit-row|firstframe|startup|tests|tests-engines|picture|cast]
 #
 #   core (default)  the optimizations ablation at 1920x1080, 60 fps (`main.py bench --device cuda`), RGB -> NV12 on
 #                   the GPU against the CPU (`studio.encode.check nv12`), the leaderboard of the engines that fit in
@@ -24,6 +24,9 @@
 #                   three worker processes where pytest-xdist is installed
 #   picture         the canvas at 1080p60 with the matte, the news set and the graphics against the framed photo on a
 #                   plain set (benchmarks/matte_graphics_cost.py: wall and GPU ms a frame)
+#   cast            a cast of four anchors on the 1080p60 canvas in the core, the built-in engine and LivePortrait's
+#                   twin: ms a frame, GPU ms, peak GPU memory (benchmarks/gpu/cast_core.py; needs the 480-px packs of
+#                   .gpu_home, not the 1080-px ones, and RIFE from .whl/dif)
 # Writes JSON (and PNG charts) under $OUT, or benchmarks/gpu/out when OUT is unset, and prints a summary.
 set -o pipefail
 SUITE=${1:-core}
@@ -79,6 +82,8 @@ case $SUITE in
   picture)
     step matte_graphics_1080p60 200 python3 benchmarks/matte_graphics_cost.py --device cuda --canvas 1080 --fps 60 \
       --json "$O/matte_graphics_cost.json" ;;
+  cast)
+    step cast_core_1080p60 400 python3 benchmarks/gpu/cast_core.py --program $PROGRAM --json "$O/cast_core_1080p60.json" ;;
   firstframe)
     step first_frame 250 python3 benchmarks/gpu/first_frame.py --program $PROGRAM --budget-s 200 \
       --json "$O/first_frame.json" ;;
@@ -103,7 +108,7 @@ PY
       grep -E "^wrote|^stage seconds" "$O/startup_$i.log"
     done
     du -sh "$FRESH/cache/inductor" 2>/dev/null ;;
-  *) echo "run.sh: unknown suite '$SUITE' (core, dit, dit-row, firstframe, startup, tests or picture)"; exit 2 ;;
+  *) echo "run.sh: unknown suite '$SUITE' (core, dit, dit-row, firstframe, startup, tests, tests-engines, picture or cast)"; exit 2 ;;
 esac
 python3 - "$O" <<'PY'
 import json, sys

@@ -155,6 +155,26 @@ def test_first_frame_runs_its_check_on_the_cpu(tmp_path):
     assert set(d["summary"]["engine"]["stream_over_whole"]) >= {"first_call_ms", "steady_ms_per_frame"}
 
 
+def test_cast_core_runs_its_check_on_the_cpu(tmp_path):
+    """Two anchors through the core as one programme: every turn's frames made, both faces in the grabbed frame."""
+    from studio.bench.harness import save_program
+
+    program = tmp_path / "program.npz"
+    save_program(tiny_program(2.0, 1), program)
+    out = tmp_path / "cast.json"
+    done = subprocess.run([sys.executable, str(BENCH / "gpu" / "cast_core.py"), "--check", "--program", str(program),
+                           "--json", str(out)], capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    d = json.loads(out.read_text())
+    assert d["anchors"] == 2 and d["presenter_px"] == 640 and [r["engine"] for r in d["rows"]] == ["builtin"]
+    run = d["rows"][0]["runs"][0]
+    assert run["frames"] == 50 and run["ms_per_frame"] > 0  # 2 s at 25 fps
+    from PIL import Image
+
+    assert Image.open(tmp_path / "cast_builtin.png").size == (1280, 720)
+
+
 def test_gpu_bundle_script_parses_and_says_what_is_missing(tmp_path):
     script = BENCH / "gpu" / "run.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
@@ -163,7 +183,7 @@ def test_gpu_bundle_script_parses_and_says_what_is_missing(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["audio_cache_rates.py", "live_latency.py", "render_lipsync.py", "gpu/dit_parts.py",
-                                  "gpu/first_frame.py"])
+                                  "gpu/first_frame.py", "gpu/cast_core.py"])
 def test_each_script_explains_its_one_command(name):
     doc = load(name).__doc__
     assert f"benchmarks/{name}" in doc
