@@ -194,6 +194,24 @@ class ListenerSmiles:
             self._earliest_s = start + s.smile_interval_s[0]
             self._due_s = start + float(rng.uniform(*s.smile_interval_s))
 
+    def cue(self, t_s: float) -> bool:
+        """A cue (a phrase end or an accent) at ``t_s`` of speech heard as it is spoken, whose span's end is not known
+        yet (a guest at the microphone): the first cue starts the listening; a later one starts a smile at ``t_s``
+        once ``smile_first_s`` (then ``smile_interval_s``) has passed since, always after the drawn time, before it
+        for a share of the cues (``smile_phrase_share``). Returns whether a smile started."""
+        s, rng = self.s, self._rng
+        if self._due_s is None:
+            self._due_s = t_s + float(rng.uniform(*s.smile_first_s))
+            self._earliest_s = t_s + s.smile_first_s[0]
+            return False
+        if t_s < self._earliest_s or (t_s < self._due_s and rng.random() >= s.smile_phrase_share):
+            return False
+        self.smiles.append(Smile(t_s, float(rng.uniform(*s.smile_duration_s)), float(rng.uniform(*s.smile_spread))))
+        self.count += 1
+        self._earliest_s = t_s + s.smile_interval_s[0]
+        self._due_s = t_s + float(rng.uniform(*s.smile_interval_s))
+        return True
+
     def at(self, t_s: float) -> float:
         """LIP_SPREAD of the smiles at ``t_s`` (0 between them); ``t_s`` ascends from call to call."""
         while self.smiles and self.smiles[0].end_s < t_s - 1.0:

@@ -15,7 +15,9 @@ A cast of two on one core: row 0 the host, row 1 the guest.
   speech, else whoever spoke last. ``OnAir.row`` is the speaker as well, so the canvas shows that anchor's strap.
 - ``InterviewMotion``: the host's row from the script (``ProgramMotion``), the guest's through ``MicMotion`` on the
   fresh microphone audio; each listens to the other: the guest nods at the cues of the host's speech, the host at
-  phrase ends found in the guest's audio as it arrives; both heads turn toward whoever has the floor.
+  phrase ends found in the guest's audio as it arrives; both heads turn toward whoever has the floor; each smiles now
+  and then with the mouth closed while the other speaks (``ListenerSmiles``: the guest inside the host's turns, the
+  host at the cues of the guest's speech, since its end is not known while it is spoken).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from studio.audio.settings import DEFAULT_AUDIO_ENGINE, AudioEngine, MicMotionSe
 from studio.contracts import ANALYSIS_RATE_HZ, PROGRAM_RATE_HZ, Chunk, MotionSource, OnAir, Pacing, ProgramFormat, \
     Source
 from studio.contracts.coeffs import N_COEFFS, Coeff
-from studio.pipeline.cast_motion import HeadTurns, ListeningSettings, LiveCues, listening_cues
+from studio.pipeline.cast_motion import HeadTurns, ListenerSmiles, ListeningSettings, LiveCues, listening_cues
 from studio.pipeline.clock import ProgramAudio
 from studio.pipeline.motion import MicMotion, ProgramMotion
 from studio.pipeline.sources import MicSource, ProgramItem
@@ -248,6 +250,9 @@ class InterviewMotion(MotionSource):
         self.guest_cues = LiveCues(settings, seed)  # in the guest's audio, for the host
         self._cued: set[int] = set()  # host items whose cues the guest has
         self.nods_cued = [0, 0]  # (host, guest)
+        # each listener's occasional small smile: the guest's inside the host's turns, the host's at the cues of the
+        # guest's speech as it arrives
+        self.smiles = [ListenerSmiles(settings, seed + 104729), ListenerSmiles(settings, seed + 2 * 104729)]
 
     @property
     def note(self) -> str:
@@ -282,9 +287,12 @@ class InterviewMotion(MotionSource):
             rng = np.random.default_rng(self.seed + item.start_slot)
             for t in sorted([t + self.s.nod_delay_s for t in ends] + [t for t in accents if rng.random() < 0.5]):
                 self._nod(GUEST, self.guest.src.idle, item.start_slot / fps + t)
+            t0 = item.start_slot / fps
+            self.smiles[GUEST].listen(t0, item.end_slot / fps, [t0 + t for t in ends])
         if chunk.fresh is not None and len(chunk.fresh):  # the host listens to the guest, as the audio arrives
             for t in self.guest_cues.feed(chunk.fresh):
                 self._nod(HOST, self.host.idle, max(now, t + self.s.nod_delay_s))
+                self.smiles[HOST].cue(max(now, t + self.s.smile_phrase_delay_s))
 
     def motion(self, chunk: Chunk) -> np.ndarray:
         fps = self.fmt.fps
@@ -293,7 +301,13 @@ class InterviewMotion(MotionSource):
         out[:, HOST] = self.host.motion(chunk)  # the chunk's items are the host's turns
         out[:, GUEST] = self.guest.motion(chunk)  # its fresh audio is the guest's microphone
         for j, slot in enumerate(chunk.slots):
-            out[j, :, Coeff.HEAD_YAW_DEG] += self.turns.step((int(slot) + 0.5) / fps, chunk.on_air.speaker)
+            t = (int(slot) + 0.5) / fps
+            out[j, :, Coeff.HEAD_YAW_DEG] += self.turns.step(t, chunk.on_air.speaker)
+            # smiles with the mouth closed (spread alone), never over the host's own turn
+            hosting = any(x.start_slot <= slot < x.end_slot for x in chunk.items)
+            for row in (HOST, GUEST):
+                if not (row == HOST and hosting):
+                    out[j, row, Coeff.LIP_SPREAD] = max(float(out[j, row, Coeff.LIP_SPREAD]), self.smiles[row].at(t))
         return out
 
     def speaking(self, chunk: Chunk) -> np.ndarray | None:
@@ -308,7 +322,8 @@ class InterviewMotion(MotionSource):
 
     def stats(self) -> dict[str, float]:
         return {**self.guest.stats(), "nods_host": float(self.nods_cued[HOST]),
-                "nods_guest": float(self.nods_cued[GUEST])}
+                "nods_guest": float(self.nods_cued[GUEST]), "smiles_host": float(self.smiles[HOST].count),
+                "smiles_guest": float(self.smiles[GUEST].count)}
 
 
 # -- the drivers' side ----------------------------------------------------------------------------------------------------

@@ -198,3 +198,25 @@ def test_stop_silences_the_turn_on_air_and_drops_the_rest() -> None:
     assert first.start_slot == 0 and len(source.placed) == 1 and source.waiting() == 0
     heard = np.abs(np.concatenate(audio)).reshape(60, SLOT).max(axis=1)
     assert heard[:10].max() > 0.1 and heard[12:].max() == 0.0  # silent from the slot after the stop on
+
+
+def test_the_host_smiles_now_and_then_while_the_guest_talks_with_a_closed_mouth() -> None:
+    """The guest answers for several seconds: the host (listening, mouth at rest) smiles at the cues of the guest's
+    speech as it arrives, spread alone, never over the host's own turn; the counts reach the stats."""
+    speech = _speech_48k()
+    settings = InterviewSettings(open_after_s=0.2, answer_pause_s=0.4)
+    guest_at = int(2.4 * PROGRAM_RATE_HZ)
+    answer = np.concatenate([speech] * 4)
+    mic = np.concatenate([np.zeros(guest_at, np.float32), answer, np.zeros(3 * PROGRAM_RATE_HZ, np.float32)])
+    source, motion, chunks, coeffs = _run(mic, [_host_turn(), _host_turn()], settings)
+    spread = coeffs[..., Coeff.LIP_SPREAD]
+    host_slots = np.zeros(len(chunks), bool)
+    for p in source.placed:
+        host_slots[p.start_slot:p.start_slot + p.n_slots] = True
+    g0, g1 = int(guest_at / SLOT), int((guest_at + len(answer)) / SLOT)
+    assert motion.smiles[HOST].count >= 1 and motion.stats()["smiles_host"] == motion.smiles[HOST].count
+    smiling = np.flatnonzero(spread[:, HOST] > 0.3)
+    assert len(smiling) and g0 <= smiling[0] < g1 + 3 * FPS  # while (or just after) the guest speaks
+    assert not host_slots[smiling].any()  # never over the host's own turn
+    assert _mouth(coeffs)[smiling, HOST].max() == 0.0  # the mouth stays closed
+    assert spread[:g0, HOST].max() < 0.3  # before anyone has spoken to it, no smile
