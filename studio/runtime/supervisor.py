@@ -275,10 +275,19 @@ class CoreSupervisor:
         self.start_core()
 
     def set_cast(self, packs: tuple | None, layout: CastLayout) -> None:
-        """The cast's anchor packs (None: the one anchor) shown as ``layout``, from a core started now."""
+        """The cast's anchor packs (None: the one anchor) shown as ``layout``, from a core started now. A cast the
+        core cannot start with (an engine that draws one anchor) raises StudioError with what was on the programme
+        back on it: the preview never goes black over a refused change."""
+        before = (self.cast, self.cast_layout)
         self.cast, self.cast_layout = packs, layout
         self.preview.clear()  # the picture changes shape
-        self.start_core()
+        try:
+            self.start_core()
+        except StudioError:
+            self.cast, self.cast_layout = before
+            self.preview.clear()
+            self.start_core()
+            raise
 
     def drive_by_microphone(self, mic) -> str:
         """The microphone drives the presenter; returns the motion's note (which engine), or raises StudioError

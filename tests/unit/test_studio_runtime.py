@@ -418,3 +418,31 @@ def test_a_new_presenter_size_builds_the_anchor_again_at_that_size() -> None:
         assert changed[0].message == "", changed[0].message
         r.wait(lambda: len(r.of(cmd.AnchorLoaded)) >= 2)
         assert r.runtime.supervisor.anchor.size_px == 128
+
+
+def test_a_cast_the_engine_cannot_draw_is_refused_and_the_one_anchor_stays_on_air(hopper_path) -> None:
+    """An engine that draws one anchor: a cast of two is refused with the reason (the engines that can), and the one
+    anchor keeps running on the programme instead of a stopped, black preview."""
+    from dataclasses import replace as dc_replace
+
+    from studio.contracts import GENERATORS
+    from studio.generators.builtin import BuiltinGenerator
+    from studio.pipeline.cast import Member
+
+    class OneFace(BuiltinGenerator):
+        info = dc_replace(BuiltinGenerator.info, name="one-face", label="One face", cast_rows=False)
+
+    GENERATORS.register("one-face")(lambda **kw: OneFace(**kw))
+    try:
+        with _Running(_settings(engine="one-face")) as r:
+            r.runtime.submit(cmd.LoadAnchor(None))
+            r.wait(lambda: r.of(cmd.AnchorLoaded))
+            r.wait(lambda: r.runtime.core is not None)
+            r.runtime.submit(cmd.SetCast((Member("Anna"), Member("Grace", portrait=hopper_path))))
+            failed = r.wait(lambda: r.of(cmd.CastFailed), 300)
+            assert "One face draws one anchor" in failed[0].message and "LivePortrait" in failed[0].message
+            sup = r.runtime.supervisor
+            assert sup.cast is None and not r.of(cmd.CastOnAir)
+            r.wait(lambda: r.runtime.core is not None and r.runtime.core.fmt.rows == 1)
+    finally:
+        GENERATORS._factories.pop("one-face", None)
