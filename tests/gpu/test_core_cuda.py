@@ -13,8 +13,9 @@ import pytest
 import torch
 from scipy.io import wavfile
 
+from collect_output import Collect
 from studio.audio.settings import AudioEngine
-from studio.contracts import Layout, OnAir, Output, ProgramBatch
+from studio.contracts import Layout, OnAir
 from studio.pipeline.settings import ALL_OPTIMIZATIONS, CoreSettings, Optimization
 
 pytestmark = pytest.mark.gpu
@@ -22,15 +23,6 @@ pytestmark = pytest.mark.gpu
 O = Optimization
 RATE = 16000
 
-
-class Collect(Output):
-    name = "collect"
-
-    def __init__(self) -> None:
-        self.batches: list[ProgramBatch] = []
-
-    def write(self, batch: ProgramBatch) -> None:
-        self.batches.append(batch)
 
 
 class CollectYuv(Collect):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from studio.contracts import CastLayout, OnAir, Output, ProgramBatch
+from collect_output import Collect
+from studio.contracts import CastLayout, OnAir
 from studio.contracts.coeffs import Coeff, example_motion
 
 SIZE = 64
@@ -83,18 +84,6 @@ def test_keyframes_of_the_shown_rows_are_the_two_shots_across_cuts(two_packs) ->
 
 
 # -- the core ---------------------------------------------------------------------------------------------------------
-
-class Collect(Output):
-    name = "collect"
-
-    def __init__(self) -> None:
-        self.batches: list[ProgramBatch] = []
-
-    def write(self, batch: ProgramBatch) -> None:
-        self.batches.append(batch)
-
-    def frames(self) -> np.ndarray:
-        return np.concatenate([b.frames for b in self.batches])
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from collect_output import Collect
 from studio.audio.settings import AudioEngine
 from studio.errors import EncoderError, InputError
 from studio.contracts import Layout, OnAir, Output, ProgramBatch, ProgramFormat
@@ -22,23 +23,6 @@ FPS = 30.0
 CPU_FLAGS = (O.PYRAMIDAL, O.AUDIO_CACHE, O.FRAME_INTERPOLATION, O.KV_CACHE, O.ASYNC_PIPELINE, O.SILENCE_SIEVE)
 N_FRAMES = 45 + 10  # 1.5 s of speech and pause, then a third of a second of a recording, at 30 fps
 
-
-class Collect(Output):
-    """Keeps what the core hands out."""
-
-    name = "collect"
-
-    def __init__(self) -> None:
-        self.batches: list[ProgramBatch] = []
-
-    def write(self, batch: ProgramBatch) -> None:
-        self.batches.append(batch)
-
-    def slots(self) -> list[int]:
-        return [int(s) for b in self.batches for s in b.slots]
-
-    def frames(self) -> np.ndarray:
-        return np.concatenate([b.frames for b in self.batches])
 
 
 def _items():

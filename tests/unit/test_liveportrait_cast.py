@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from collect_output import Collect
 from _engine_fixtures import motion, small_anchor
-from studio.contracts import GENERATORS, CastLayout, Chunk, GeneratorSettings, OnAir, Output, ProgramBatch
+from studio.contracts import GENERATORS, CastLayout, Chunk, GeneratorSettings, OnAir
 from studio.contracts.coeffs import Coeff
 from studio.errors import RenderError
 from studio.generators.liveportrait import (LivePortraitGenerator, bins_to_degrees, open_ratio, stitch,
@@ -153,18 +154,6 @@ def test_an_engine_that_draws_one_anchor_refuses_a_cast_and_names_those_that_can
 
 
 # -- through the core, with keyframes + RIFE ------------------------------------------------------------------------
-
-class Collect(Output):
-    name = "collect"
-
-    def __init__(self) -> None:
-        self.batches: list[ProgramBatch] = []
-
-    def write(self, batch: ProgramBatch) -> None:
-        self.batches.append(batch)
-
-    def frames(self) -> np.ndarray:
-        return np.concatenate([b.frames for b in self.batches])
 
 
 @pytest.fixture
