@@ -111,7 +111,9 @@ def _engine_line(e: dict[str, Any]) -> str:
     where = "needs a GPU" if e["needs_gpu"] else "runs on the CPU"
     extra = f"; install: {e['install_hint']}" if e.get("missing_packages") else ""
     px = f"{e['native_px']} px" if e["native_px"] else "any size"
-    return f"engine        {e['name']}: {px}, {e['audio_encoder'] or 'motion-driven'}, {weights}, {where}{extra}"
+    cast = ", draws a cast" if e.get("cast") else ", one anchor"
+    return (f"engine        {e['name']}: {px}, {e['audio_encoder'] or 'motion-driven'}{cast}, {weights}, "
+            f"{where}{extra}")
 
 
 def collect() -> dict[str, Any]:

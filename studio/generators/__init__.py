@@ -45,7 +45,7 @@ def missing_packages(gen) -> list[str]:
 def engine_table(weights_dirs: Mapping[str, Path] | None = None) -> list[dict]:
     """One row per registered engine: name, label, family, native and pyramidal px, audio encoder, whether its
     weights are present (and the first missing file), whether the studio can run it on them, whether it needs a GPU
-    (and why), the optional packages it lacks, its licence."""
+    (and why), the optional packages it lacks, its licence, whether it draws a cast of several anchors."""
     from studio.contracts import GENERATORS
 
     rows = []
@@ -65,5 +65,6 @@ def engine_table(weights_dirs: Mapping[str, Path] | None = None) -> list[dict]:
             "missing_packages": lacking,
             "install_hint": "NEWSSTUDIO_EXTRAS=engines ./installers/setup.sh" if lacking else "",
             "licence": info.licence,
+            "cast": info.cast_rows,  # draws a rundown's cast of several anchors (rows of one call)
         })
     return rows

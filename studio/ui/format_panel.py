@@ -25,8 +25,9 @@ RATES = (25.0, 30.0, 50.0, 60.0)
 KEY_DIVISORS = (1, 2, 4)  # keyframes every frame, every 2nd, every 4th (with keyframes + interpolation on)
 
 
-def engine_choices() -> list[tuple[str, str, str]]:
-    """(registry name, label, why it cannot be chosen or "") for every engine this build has."""
+def engine_choices() -> list[tuple[str, str, str, bool]]:
+    """(registry name, label, why it cannot be chosen or "", whether it draws a rundown's cast) for every engine this
+    build has."""
     from studio.generators import engine_table
 
     out = []
@@ -36,7 +37,7 @@ def engine_choices() -> list[tuple[str, str, str]]:
             why = "timing twin only (weights not installed): a twin is never put on air"
         elif row.get("runs_on_weights") is False:
             why = "runs only as a timing twin in this version (its release's other files are not read yet)"
-        out.append((row["name"], row["label"], why))
+        out.append((row["name"], row["label"], why, bool(row.get("cast"))))
     return out
 
 
@@ -73,13 +74,16 @@ class FormatPanel(QWidget):
         try:
             engines = engine_choices()
         except ImportError:
-            engines = [("builtin", "Built-in presenter (mesh warp)", "")]
-        for name, label, why in engines:
+            engines = [("builtin", "Built-in presenter (mesh warp)", "", True)]
+        for name, label, why, *cast in engines:
             self.engine.addItem(label + (" — timing twin" if why else ""), name)
+            i = self.engine.count() - 1
             if why:
-                i = self.engine.count() - 1
                 self.engine.model().item(i).setEnabled(False)
-                self.engine.setItemData(i, why, 3)  # Qt.ToolTipRole
+            # what the list says of each engine on hover: why it cannot be chosen, else whether it draws a cast
+            note = "draws a rundown's cast (several anchors on the set)" if cast and cast[0] else \
+                "draws one anchor: a rundown's cast needs an engine that draws several"
+            self.engine.setItemData(i, why or f"{label}: {note}", 3)  # Qt.ToolTipRole
         self.background = QLineEdit()
         self.background.setPlaceholderText("plain studio colour")
         browse = QPushButton("Image…")

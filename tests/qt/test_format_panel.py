@@ -48,3 +48,16 @@ def test_the_keyframe_field_agrees_with_the_keyframes_flag(qtbot, tmp_path, monk
     assert p.keys.currentText() == "12.5 generated per second, the rest interpolated" and p.keys.currentData() == 2
     p.set_keyframes_on(False)
     assert "generated per second" not in p.keys.currentText()
+
+
+def test_the_engine_list_says_which_engines_draw_a_cast(qtbot, tmp_path, monkeypatch) -> None:
+    """Hovering an engine in the list tells whether it can put a rundown's cast on air; a disabled one says why it
+    cannot be chosen instead."""
+    p = _panel(qtbot, tmp_path, monkeypatch, [("builtin", "Built-in presenter", "", True),
+                                              ("wav2lip", "Wav2Lip", "", False),
+                                              ("wan", "Wan", "timing twin only", False)])
+    tips = [p.engine.itemData(i, 3) for i in range(p.engine.count())]
+    assert tips[0] == "Built-in presenter: draws a rundown's cast (several anchors on the set)"
+    assert tips[1].startswith("Wav2Lip: draws one anchor")
+    assert tips[2] == "timing twin only" and not p.engine.model().item(2).isEnabled()
+    assert format_panel.engine_choices()[0][3] is True  # the real table: the built-in engine draws a cast

@@ -17,6 +17,8 @@ def test_every_engine_is_listed_with_what_it_needs(tmp_path):
     assert rows["wan2.1-1.3b-taehv-fp8"]["label"] == ("EchoMimicV3-flash (Wan2.1 1.3B DiT), tiny decoder (TAEHV), fp8 "
                                                      "(rowwise) DiT linears")
     assert rows["builtin"]["weights_present"]
+    # a rundown's cast: the engines that draw several anchors as rows of one call
+    assert {n for n, r in rows.items() if r["cast"]} == {"builtin", "liveportrait"}
     assert not rows["wan2.1-14b"]["weights_present"] and rows["wan2.1-14b"]["missing"] == "no public weights"
     assert not rows["wav2lip"]["weights_present"] and rows["wav2lip"]["missing"] == "wav2lip_gan.pth"
     (tmp_path / "wav2lip_gan.pth").write_bytes(b"x")
